@@ -1,0 +1,122 @@
+// Command crew coordinates a leader agent and its worker agents through
+// durable JSONL mailboxes. See README.md and SPEC.md; `crew --help` lists
+// the commands.
+//
+// This package is thin: it parses flags (github.com/urfave/cli/v2), calls
+// package run, prints, and maps errors to exit codes in one place (exitCode).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(Main(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Main runs crew with the given arguments and streams and returns its exit
+// code. It is what main calls, and what the testscript tests run.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app := newApp(stdin, stdout, stderr)
+	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
+	if err == nil {
+		return 0
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "crew: interrupted")
+		return 130
+	}
+	return report(stderr, err, jsonRequested(args[1:]))
+}
+
+// Exit codes (SPEC §6).
+const (
+	exitOK         = 0
+	exitIO         = 1
+	exitInvalid    = 2
+	exitConflict   = 3
+	exitNotFound   = 4
+	exitTimeout    = 5
+	exitIncomplete = 6
+	exitDamaged    = 7
+)
+
+// exitCode maps an error to its exit code: the one place that does.
+func exitCode(err error) (int, string) {
+	switch {
+	case err == nil:
+		return exitOK, ""
+	case errors.Is(err, crew.ErrInvalid):
+		return exitInvalid, "invalid"
+	case errors.Is(err, crew.ErrConflict):
+		return exitConflict, "conflict"
+	case errors.Is(err, crew.ErrNotFound):
+		return exitNotFound, "not_found"
+	case errors.Is(err, crew.ErrTimeout):
+		return exitTimeout, "timeout"
+	case errors.Is(err, crew.ErrIncomplete):
+		return exitIncomplete, "incomplete"
+	case errors.Is(err, crew.ErrDamaged):
+		return exitDamaged, "damaged"
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode(), "error"
+	}
+	return exitIO, "io"
+}
+
+// report prints err as "crew: <message>" (and, with --json, as a JSON
+// object too) on stderr and returns the exit code.
+func report(stderr io.Writer, err error, asJSON bool) int {
+	code, kind := exitCode(err)
+	msg := message(err)
+	if msg != "" {
+		fmt.Fprintf(stderr, "crew: %s\n", escape(msg))
+	}
+	if asJSON {
+		line, _ := jsonLine(map[string]any{"error": map[string]any{"code": kind, "exit": code, "message": msg}})
+		stderr.Write(line)
+	}
+	return code
+}
+
+// message is the text of err without the sentinel's own words at its end
+// ("...: conflict"), which the exit code already says.
+func message(err error) string {
+	s := err.Error()
+	for _, sentinel := range []error{crew.ErrInvalid, crew.ErrConflict, crew.ErrNotFound, crew.ErrTimeout, crew.ErrIncomplete, crew.ErrDamaged} {
+		suffix := ": " + sentinel.Error()
+		if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
+			return s[:len(s)-len(suffix)]
+		}
+	}
+	return s
+}
+
+func jsonRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "-json" || a == "--json=true" {
+			return true
+		}
+	}
+	return os.Getenv("CREW_JSON") == "1"
+}

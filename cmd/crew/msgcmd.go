@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+)
+
+var priorityFlag = &cli.StringFlag{Name: "priority", Usage: "`P`: low, normal, high or urgent", Value: "normal"}
+
+func messageCommands() []*cli.Command {
+	// leaderSend is a leader -> worker message to the task named by the
+	// first argument.
+	leaderSend := func(name, kind, usage, example string) *cli.Command {
+		return &cli.Command{
+			Name:      name,
+			Usage:     usage,
+			UsageText: example,
+			ArgsUsage: "TASK [BODY|-]",
+			Flags:     []cli.Flag{runFlag, asFlag, priorityFlag},
+			Action: func(c *cli.Context) error {
+				e := newEnv(c)
+				if c.Args().Len() < 1 {
+					return fmt.Errorf("%s needs a task id: crew %s TASK BODY: %w", name, name, crew.ErrInvalid)
+				}
+				id := c.Args().First()
+				if err := crew.ValidateID("task", id); err != nil {
+					return err
+				}
+				def := ""
+				if kind == events.KindNudge {
+					def = run.DefaultNudge
+				}
+				body, err := e.body(1, def)
+				if err != nil {
+					return err
+				}
+				r, err := e.run()
+				if err != nil {
+					return err
+				}
+				from, err := e.actor(r.Manifest.Leader)
+				if err != nil {
+					return err
+				}
+				m, err := r.Send(c.Context, run.SendOptions{Kind: kind, Task: id, From: from, Body: body, Priority: c.String("priority")})
+				if err != nil {
+					return err
+				}
+				return e.emit(m, m.ID)
+			},
+		}
+	}
+	return []*cli.Command{
+		{
+			Name:  "ask",
+			Usage: "ask the leader a question (worker): prints the question id, or with --wait blocks and prints the answer",
+			UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew ask \"Which database?\" --wait\n" +
+				"   crew ask --task t1 - --wait --timeout 10m < question.txt",
+			ArgsUsage: "[BODY|-]",
+			Flags: []cli.Flag{runFlag, taskFlag, asFlag, priorityFlag,
+				&cli.BoolFlag{Name: "wait", Usage: "block until the leader responds, then print the response"},
+				&cli.StringFlag{Name: "timeout", Usage: "with --wait: give up after `DURATION`; the task goes back to running and crew exits 5"},
+			},
+			Action: ask,
+		},
+		{
+			Name:      "await",
+			Usage:     "wait for the response to a question (a worker that restarted while waiting)",
+			UsageText: "crew await 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f --timeout 10m",
+			ArgsUsage: "QUESTION_ID",
+			Flags: []cli.Flag{runFlag,
+				&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (exit 5)"},
+			},
+			Action: func(c *cli.Context) error {
+				e := newEnv(c)
+				if c.Args().Len() != 1 {
+					return fmt.Errorf("await takes one question id: %w", crew.ErrInvalid)
+				}
+				r, err := e.run()
+				if err != nil {
+					return err
+				}
+				ctx, cancel, err := withTimeout(c)
+				if err != nil {
+					return err
+				}
+				defer cancel()
+				m, err := r.Await(ctx, c.Args().First())
+				if err != nil {
+					return err
+				}
+				return e.emitAnswer(m)
+			},
+		},
+		leaderSend("respond", events.KindResponse, "answer a waiting task's open question and unblock its worker (leader)",
+			"crew respond t1 \"Use Postgres.\"\n   crew respond t1 - < answer.md"),
+		leaderSend("steer", events.KindSteer, "redirect a worker at its next safe point (leader)",
+			"crew steer t2 \"Stop refactoring; fix the failing test first.\""),
+		leaderSend("follow-up", events.KindFollowUp, "queue work for after the worker's current step (leader)",
+			"crew follow-up t2 \"When done, also update the changelog.\""),
+		leaderSend("nudge", events.KindNudge, "ask a quiet worker to report its status (leader)",
+			"crew nudge t3\n   crew nudge t3 \"Are you stuck?\" --priority high"),
+		{
+			Name:      "broadcast",
+			Usage:     "send a message to every task that has not ended (leader)",
+			UsageText: "crew broadcast \"Freeze: no pushes to main until 15:00.\"",
+			ArgsUsage: "[BODY|-]",
+			Flags:     []cli.Flag{runFlag, asFlag, priorityFlag},
+			Action: func(c *cli.Context) error {
+				e := newEnv(c)
+				body, err := e.body(0, "")
+				if err != nil {
+					return err
+				}
+				r, err := e.run()
+				if err != nil {
+					return err
+				}
+				from, err := e.actor(r.Manifest.Leader)
+				if err != nil {
+					return err
+				}
+				m, err := r.Send(c.Context, run.SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: from, Body: body, Priority: c.String("priority")})
+				if err != nil {
+					return err
+				}
+				return e.emit(m, m.ID)
+			},
+		},
+		{
+			Name:      "report",
+			Usage:     "tell the leader something without waiting (worker)",
+			UsageText: "crew report \"vet is clean\"\n   crew report --priority urgent \"the build server is down\"",
+			ArgsUsage: "[BODY|-]",
+			Flags:     []cli.Flag{runFlag, taskFlag, asFlag, priorityFlag},
+			Action: func(c *cli.Context) error {
+				e := newEnv(c)
+				r, id, from, err := e.worker()
+				if err != nil {
+					return err
+				}
+				body, err := e.body(0, "")
+				if err != nil {
+					return err
+				}
+				m, err := r.Send(c.Context, run.SendOptions{Kind: events.KindReport, Task: id, From: from, Body: body, Priority: c.String("priority")})
+				if err != nil {
+					return err
+				}
+				return e.emit(m, m.ID)
+			},
+		},
+	}
+}
+
+// worker resolves the run, the worker's task (--task / CREW_TASK) and its
+// agent (--as / CREW_AGENT, else the task's agent).
+func (e *env) worker() (*run.Run, string, string, error) {
+	id, err := e.task()
+	if err != nil {
+		return nil, "", "", err
+	}
+	r, err := e.run()
+	if err != nil {
+		return nil, "", "", err
+	}
+	from, err := e.actor("")
+	if err != nil {
+		return nil, "", "", err
+	}
+	if from == "" {
+		from = e.defaultAgent(r, id)
+	}
+	return r, id, from, nil
+}
+
+// withTimeout derives a context from --timeout, if given.
+func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
+	t := c.String("timeout")
+	if t == "" {
+		ctx, cancel := context.WithCancel(c.Context)
+		return ctx, cancel, nil
+	}
+	d, err := duration(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, d)
+	return ctx, cancel, nil
+}
+
+func ask(c *cli.Context) error {
+	e := newEnv(c)
+	if c.String("timeout") != "" && !c.Bool("wait") {
+		return fmt.Errorf("--timeout goes with --wait: %w", crew.ErrInvalid)
+	}
+	r, id, from, err := e.worker()
+	if err != nil {
+		return err
+	}
+	body, err := e.body(0, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	q, m, err := r.Ask(ctx, run.SendOptions{Task: id, From: from, Body: body, Priority: c.String("priority")}, c.Bool("wait"))
+	if err != nil {
+		if q != nil && c.Bool("wait") {
+			fmt.Fprintf(e.stderr, "crew: question %s\n", q.ID)
+		}
+		return err
+	}
+	if !c.Bool("wait") {
+		return e.emit(q, q.ID)
+	}
+	if err := e.emitAnswer(m); err != nil {
+		return err
+	}
+	// The worker has the answer: acknowledge it, so it does not linger in
+	// the inbox. Printing came first: a crash here only shows it again.
+	return r.Acknowledge(context.WithoutCancel(c.Context), id, []string{m.ID}, false, "")
+}
+
+// emitAnswer prints a response: its body (exactly, with --json the
+// message).
+func (e *env) emitAnswer(m *events.Message) error {
+	if e.json {
+		return e.emit(m, "")
+	}
+	body := escape(m.Body)
+	if len(body) == 0 || body[len(body)-1] != '\n' {
+		body += "\n"
+	}
+	_, err := fmt.Fprint(e.stdout, body)
+	return err
+}

@@ -1,0 +1,72 @@
+// Package crew holds what every part of crew shares: the sentinel errors
+// that the command line maps to exit codes, and the identifier rules of
+// SPEC §1.
+//
+// The work is done in sub-packages: task (the state machine), events (the
+// append-only log), mailbox (JSONL mailbox files and the per-agent mail
+// tree) and run (operations on a run, built on the other three). cmd/crew is
+// the command line.
+package crew
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Sentinel errors. Every error crew returns wraps at most one of them, and
+// cmd/crew maps each to one exit code (SPEC §6):
+//
+//	ErrInvalid    2  bad flag, id, priority or body
+//	ErrConflict   3  not allowed in the task's current state
+//	ErrNotFound   4  no state root, unknown run, task, agent or message
+//	ErrTimeout    5  a wait ran out of time
+//	ErrIncomplete 6  run wait: every task ended, but not all completed
+//	ErrDamaged    7  the log is damaged or has a gap
+//
+// Anything else is an I/O or internal error (exit 1).
+var (
+	ErrInvalid    = errors.New("invalid input")
+	ErrConflict   = errors.New("conflict")
+	ErrNotFound   = errors.New("not found")
+	ErrTimeout    = errors.New("timed out")
+	ErrIncomplete = errors.New("run ended incomplete")
+	ErrDamaged    = errors.New("damaged")
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// IDRule is the identifier rule of SPEC §1, as shown in error messages.
+const IDRule = "ids are 1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit"
+
+// ValidateID checks a run, task or agent id against SPEC §1:
+// ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$. kind names the id in the message
+// ("run", "task", "agent"). It returns an error wrapping ErrInvalid that
+// names the bad value (quoted, so control characters are visible) and the
+// rule.
+func ValidateID(kind, id string) error {
+	if idPattern.MatchString(id) {
+		return nil
+	}
+	return fmt.Errorf("invalid %s id %q: %s: %w", kind, id, IDRule, ErrInvalid)
+}
+
+// SameID reports whether two ids collide on a case-insensitive file system
+// (SPEC §1: ids that differ only in case may not coexist).
+func SameID(a, b string) bool { return strings.EqualFold(a, b) }
+
+// Perm is the pair of modes crew creates files and directories with
+// (SPEC §7.6): 0600/0700 by default, 0660/02770 with --shared-group.
+type Perm struct {
+	File os.FileMode // mode of new files
+	Dir  os.FileMode // mode of new directories
+}
+
+// PrivatePerm is the default: only the owner reads and writes.
+var PrivatePerm = Perm{File: 0o600, Dir: 0o700}
+
+// SharedPerm is --shared-group: the group reads and writes too, and new
+// directories inherit the group (setgid).
+var SharedPerm = Perm{File: 0o660, Dir: 0o2770}

@@ -1,0 +1,201 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event types (SPEC §2). One operation appends exactly one event.
+const (
+	RunCreated          = "run.created"
+	TaskCreated         = "task.created"
+	TaskStarted         = "task.started"
+	TaskWaiting         = "task.waiting" // ask: carries the question
+	TaskResponded       = "task.responded"
+	TaskAskTimedOut     = "task.ask_timed_out"
+	TaskCompleted       = "task.completed"
+	TaskFailed          = "task.failed"
+	TaskCancelled       = "task.cancelled"
+	TaskRetried         = "task.retried"
+	MessageSent         = "message.sent" // steer, follow-up, nudge, report, broadcast
+	MessageDelivered    = "message.delivered"
+	MessageAcknowledged = "message.acknowledged"
+	MessageRejected     = "message.rejected"
+	LogRepaired         = "log.repaired"
+)
+
+// Types lists every event type, for validating `crew events --type`.
+var Types = []string{RunCreated, TaskCreated, TaskStarted, TaskWaiting, TaskResponded,
+	TaskAskTimedOut, TaskCompleted, TaskFailed, TaskCancelled, TaskRetried, MessageSent,
+	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired}
+
+// Event is one line of events.jsonl: an immutable record of something that
+// happened in a run. Seq is 1, 2, 3 … with no gaps, assigned under the run
+// lock. From and To are task states for task.* events. An event that sends
+// a message embeds it whole; events about earlier messages (delivered,
+// acknowledged, rejected) name them in MessageIDs.
+type Event struct {
+	Seq        int64           `json:"seq"`
+	At         Time            `json:"at"`
+	Type       string          `json:"type"`
+	Run        string          `json:"run"`
+	Task       string          `json:"task,omitempty"`
+	Actor      string          `json:"actor,omitempty"`
+	From       string          `json:"from,omitempty"`
+	To         string          `json:"to,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Message    *Message        `json:"message,omitempty"`
+	MessageIDs []string        `json:"messageIds,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+}
+
+// Message kinds (SPEC §2).
+const (
+	KindQuestion = "question"
+	KindResponse = "response"
+	KindSteer    = "steer"
+	KindFollowUp = "follow-up"
+	KindNudge    = "nudge"
+	KindReport   = "report"
+	KindMessage  = "message" // a broadcast
+)
+
+// Directions: inbox is leader -> worker, outbox is worker -> leader.
+const (
+	Inbox  = "inbox"
+	Outbox = "outbox"
+)
+
+// Message statuses. Stored messages always say pending; the current status
+// is computed from message.delivered/acknowledged/rejected events.
+const (
+	StatusPending      = "pending"
+	StatusDelivered    = "delivered"
+	StatusAcknowledged = "acknowledged"
+	StatusRejected     = "rejected"
+)
+
+// Priorities, lowest first.
+var Priorities = []string{"low", "normal", "high", "urgent"}
+
+// PriorityRank orders priorities: low 0 … urgent 3; -1 if unknown.
+func PriorityRank(p string) int {
+	for i, q := range Priorities {
+		if p == q {
+			return i
+		}
+	}
+	return -1
+}
+
+// Broadcast is the `to` of a message sent to every non-terminal task.
+const Broadcast = "*"
+
+// Message is an immutable record sent from one participant to another: a
+// line of inbox.jsonl, outbox.jsonl or steering.jsonl, and embedded in the
+// event that sent it (SPEC §2). Status as stored is always "pending";
+// readers fill Status, DeliveredAt, AcknowledgedAt and Reason from events.
+type Message struct {
+	ID             string          `json:"id"`
+	Seq            int64           `json:"seq"`
+	Run            string          `json:"run"`
+	Task           string          `json:"task"`
+	Kind           string          `json:"kind"`
+	Direction      string          `json:"direction"`
+	From           string          `json:"from"`
+	To             string          `json:"to"`
+	Body           string          `json:"body"`
+	Priority       string          `json:"priority"`
+	Status         string          `json:"status"`
+	SentAt         Time            `json:"sentAt"`
+	DeliveredAt    *Time           `json:"deliveredAt,omitempty"`
+	AcknowledgedAt *Time           `json:"acknowledgedAt,omitempty"`
+	RejectedAt     *Time           `json:"rejectedAt,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	ReplyTo        string          `json:"replyTo,omitempty"`
+	Data           json.RawMessage `json:"data,omitempty"`
+}
+
+// File names the mailbox file a message is projected into:
+// "steering" for steers, else its direction ("inbox" or "outbox").
+func (m *Message) File() string {
+	if m.Kind == KindSteer {
+		return "steering"
+	}
+	return m.Direction
+}
+
+// Time is a UTC instant that marshals as RFC 3339 with exactly three
+// fractional digits ("2026-11-29T21:04:05.123Z"), so stamps sort as text.
+type Time struct{ time.Time }
+
+// TimeLayout is the layout of Time in JSON.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// Now returns the current time truncated to milliseconds.
+func Now() Time { return Time{time.Now().UTC().Truncate(time.Millisecond)} }
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON accepts any RFC 3339 time.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v.UTC()
+	return nil
+}
+
+// String formats t as in JSON.
+func (t Time) String() string { return t.UTC().Format(TimeLayout) }
+
+// Marshal encodes v as one compact JSON line with its trailing '\n'. HTML
+// characters are not escaped, so lines read naturally in jq and less.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Decode parses one event line. It checks the fields every event must have
+// (a positive seq and a type), so a line that is valid JSON but no event is
+// reported as damage.
+func Decode(line []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(line, &e); err != nil {
+		return Event{}, err
+	}
+	if e.Seq <= 0 {
+		return Event{}, fmt.Errorf("no seq")
+	}
+	if e.Type == "" {
+		return Event{}, fmt.Errorf("no type")
+	}
+	return e, nil
+}
+
+// DecodeMessage parses one mailbox line.
+func DecodeMessage(line []byte) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return Message{}, err
+	}
+	if m.ID == "" || m.Seq <= 0 || m.Kind == "" {
+		return Message{}, fmt.Errorf("not a message: no id, seq or kind")
+	}
+	return m, nil
+}

@@ -1,0 +1,233 @@
+// Package events defines crew's events and its append-only event log, the
+// source of truth of a run (SPEC §2).
+//
+// # On-disk format
+//
+// events.jsonl holds one JSON event per line, each ending in '\n', with seq
+// 1, 2, 3 … in file order and no gaps. Nothing is ever rewritten in place:
+// writers only append, under the run lock, and fsync(2) the file before they
+// report success. A log is created by writing its first line to a temporary
+// file, fsyncing it, renaming it into place and fsyncing the directory, so a
+// log file that exists always holds run.created.
+//
+// # Recovery rules
+//
+//   - A last line without '\n' was never acknowledged (the writer died before
+//     its fsync returned). Readers skip it; the next writer cuts it off under
+//     the lock before appending (jsonl.CutTorn).
+//   - A failed write or fsync truncates the file back to its size before the
+//     operation, so a full disk leaves the log as it was.
+//   - A complete line that does not decode, or a seq that is not the previous
+//     seq + 1, is damage: readers return a *DamageError naming the file, the
+//     line (or byte offset) and the seq, then go on with the next line. Only
+//     repair (package run) moves damaged bytes aside, into a quarantine file;
+//     nothing is deleted.
+package events
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/jsonl"
+)
+
+// DamageError reports a line of a log that cannot be used: not JSON, not an
+// event, or a seq out of order. It wraps crew.ErrDamaged.
+type DamageError struct {
+	File   string // path of the file
+	Line   int64  // 1-based line number, 0 when unknown (reading began mid-file)
+	Offset int64  // byte offset of the line
+	Len    int64  // length of the line in bytes, with its '\n'
+	Seq    int64  // the seq expected at this point
+	Reason string
+}
+
+func (e *DamageError) Error() string {
+	where := fmt.Sprintf("byte %d", e.Offset)
+	if e.Line > 0 {
+		where = fmt.Sprintf("line %d", e.Line)
+	}
+	return fmt.Sprintf("%s:%s: %s (expected seq %d)", e.File, where, e.Reason, e.Seq)
+}
+
+// Unwrap returns crew.ErrDamaged.
+func (e *DamageError) Unwrap() error { return crew.ErrDamaged }
+
+// Cursor reads the events of a log with seq greater than a starting seq, in
+// order. It holds the file open; Close it.
+type Cursor struct {
+	path string
+	f    *os.File
+	r    *jsonl.Reader
+	want int64 // next expected seq
+}
+
+// Read opens the log at path and positions a cursor after seq since (0 for
+// the whole log), by binary search, so its cost depends on what is read,
+// not on the log's length. A missing file is crew.ErrNotFound.
+func Read(path string, since int64) (*Cursor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	off, err := jsonl.SeekSeq(f, st.Size(), since)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	var num int64
+	if off == 0 {
+		num = 1
+	}
+	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: since + 1}, nil
+}
+
+// ReadAt opens the log at path with a cursor at byte offset off, where the
+// event with seq next is expected (a position saved from Cursor.Offset).
+func ReadAt(path string, off int64, next int64) (*Cursor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)
+		}
+		return nil, err
+	}
+	var num int64
+	if off == 0 {
+		num = 1
+	}
+	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: next}, nil
+}
+
+// Next returns the next event. At the end of the log (including before a
+// torn last line) it returns io.EOF; calling Next again later returns events
+// appended since. A damaged line returns a *DamageError, after which Next
+// goes on with the following line.
+func (c *Cursor) Next() (Event, error) {
+	l, err := c.r.Next()
+	if err == io.EOF {
+		// Re-arm, so a later Next sees lines appended meanwhile.
+		c.r = jsonl.NewReader(c.f, c.r.Offset(), 0)
+		return Event{}, io.EOF
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("read %s: %w", c.path, err)
+	}
+	damage := func(reason string) error {
+		return &DamageError{File: c.path, Line: l.Num, Offset: l.Offset, Len: int64(len(l.Data)) + 1, Seq: c.want, Reason: reason}
+	}
+	e, err := Decode(l.Data)
+	if err != nil {
+		return Event{}, damage("unreadable event: " + err.Error())
+	}
+	switch {
+	case e.Seq > c.want:
+		err := damage(fmt.Sprintf("seq gap: found seq %d", e.Seq))
+		c.want = e.Seq + 1
+		return e, err
+	case e.Seq < c.want:
+		return Event{}, damage(fmt.Sprintf("seq %d out of order", e.Seq))
+	}
+	c.want++
+	return e, nil
+}
+
+// Offset is the byte offset where the next event starts.
+func (c *Cursor) Offset() int64 { return c.r.Offset() }
+
+// Seq is the seq of the last event returned (0 before any).
+func (c *Cursor) Seq() int64 { return c.want - 1 }
+
+// Close closes the file.
+func (c *Cursor) Close() error { return c.f.Close() }
+
+// Writer appends events to a log. Its owner must hold the run lock for its
+// whole life: CutTorn and Append assume no other writer.
+type Writer struct {
+	f    *os.File
+	size int64
+}
+
+// OpenWriter opens the log at path for appending and cuts a torn last line
+// off it (see the package comment). The file must exist.
+func OpenWriter(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)
+		}
+		return nil, err
+	}
+	size, _, err := jsonl.CutTorn(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Writer{f: f, size: size}, nil
+}
+
+// Size is the size of the log in bytes: where the next event will start.
+func (w *Writer) Size() int64 { return w.size }
+
+// Last returns the last event in the log, or ok=false if it is empty. A last
+// line that does not decode is a *DamageError.
+func (w *Writer) Last() (e Event, ok bool, err error) {
+	l, ok, err := jsonl.LastLine(w.f)
+	if err != nil || !ok {
+		return Event{}, false, err
+	}
+	e, err = Decode(l.Data)
+	if err != nil {
+		return Event{}, false, &DamageError{File: w.f.Name(), Offset: l.Offset, Len: int64(len(l.Data)) + 1, Reason: "unreadable last event: " + err.Error()}
+	}
+	return e, true, nil
+}
+
+// Append writes the events, already numbered, as lines at the end of the log
+// in one write(2) and fsyncs the file (fsync(2): the data is on stable
+// storage when it returns). If the write or the fsync fails, the file is
+// truncated back to its previous size and the error returned: the log is as
+// it was.
+func (w *Writer) Append(evs []Event) error {
+	var buf []byte
+	for i := range evs {
+		line, err := Marshal(&evs[i])
+		if err != nil {
+			return err
+		}
+		buf = append(buf, line...)
+	}
+	return w.AppendRaw(buf)
+}
+
+// AppendRaw appends already-encoded lines (each ending in '\n') and fsyncs,
+// with Append's rollback on failure.
+func (w *Writer) AppendRaw(buf []byte) error {
+	_, err := w.f.WriteAt(buf, w.size)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		// Roll back: nothing of a failed operation may stay.
+		if terr := w.f.Truncate(w.size); terr == nil {
+			w.f.Sync()
+		}
+		return fmt.Errorf("append to %s: %w", w.f.Name(), err)
+	}
+	w.size += int64(len(buf))
+	return nil
+}
+
+// Close closes the file.
+func (w *Writer) Close() error { return w.f.Close() }

@@ -1,0 +1,264 @@
+// Package jsonl reads and appends files of newline-terminated JSON records
+// ("JSON Lines", https://jsonlines.org), the format of crew's event log and
+// mailbox files.
+//
+// Rules shared by every such file:
+//
+//   - A record is one line ending in '\n'. Lines have no length limit: they
+//     are read with bufio.Reader, never bufio.Scanner (whose 64 KiB default
+//     would cut a long body).
+//   - The last line of a file without a trailing '\n' is a torn write (the
+//     writer crashed, or is still writing). Readers do not show it and do not
+//     call it damage; the next writer, holding the file's lock, cuts it off
+//     (CutTorn) so its own record is never glued to it.
+//   - Records that carry a "seq" are in seq order, so a seq is found by
+//     binary search over byte offsets (SeekSeq) in O(log n) reads.
+package jsonl
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Line is one complete record read from a file.
+type Line struct {
+	Offset int64  // byte offset of the line's first byte
+	Num    int64  // 1-based line number, or 0 when reading started mid-file
+	Data   []byte // the line without its '\n'; valid until the next Next call
+}
+
+// Reader reads complete lines from an offset onward. A final line without
+// '\n' is not returned.
+type Reader struct {
+	r      *bufio.Reader
+	off    int64
+	num    int64
+	pend   []byte
+	err    error
+	buffer []byte
+}
+
+// NewReader reads f from byte offset off. num is the line number of the line
+// at off (1 at the start of a file; 0 if unknown).
+func NewReader(f io.ReaderAt, off int64, num int64) *Reader {
+	return &Reader{r: bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), 64<<10), off: off, num: num}
+}
+
+// Next returns the next complete line, or io.EOF when none is left (an
+// unterminated last line counts as none). Other errors are I/O errors.
+func (r *Reader) Next() (Line, error) {
+	if r.err != nil {
+		return Line{}, r.err
+	}
+	r.buffer = r.buffer[:0]
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		r.buffer = append(r.buffer, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				r.err = io.EOF // a torn or in-progress line is not returned
+			} else {
+				r.err = err
+			}
+			return Line{}, r.err
+		}
+		break
+	}
+	l := Line{Offset: r.off, Num: r.num, Data: r.buffer[:len(r.buffer)-1]}
+	r.off += int64(len(r.buffer))
+	if r.num > 0 {
+		r.num++
+	}
+	return l, nil
+}
+
+// Offset is the byte offset just past the last line returned: where the next
+// line starts.
+func (r *Reader) Offset() int64 { return r.off }
+
+// CompleteSize returns the size of f up to and including its last '\n': the
+// bytes that hold complete lines. A torn tail lies between it and the file's
+// size.
+func CompleteSize(f *os.File) (complete, size int64, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	size = st.Size()
+	end := size
+	buf := make([]byte, 4096)
+	for end > 0 {
+		n := int64(len(buf))
+		if end < n {
+			n = end
+		}
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return 0, 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return end - n + int64(i) + 1, size, nil
+		}
+		end -= n
+	}
+	return 0, size, nil
+}
+
+// CutTorn truncates a torn last line off f, so the next append starts on a
+// fresh line. It must be called with the file's lock held: an unlocked
+// writer's line in progress looks just like a torn one. It returns the new
+// size and the number of bytes cut.
+func CutTorn(f *os.File) (size, cut int64, err error) {
+	complete, size, err := CompleteSize(f)
+	if err != nil {
+		return 0, 0, err
+	}
+	if complete == size {
+		return size, 0, nil
+	}
+	if err := f.Truncate(complete); err != nil {
+		return 0, 0, fmt.Errorf("cut torn line off %s: %w", f.Name(), err)
+	}
+	return complete, size - complete, nil
+}
+
+// LastLine returns the last complete line of f (before any torn tail), or
+// ok=false when f has none. It reads backwards, so its cost does not depend
+// on the file's length.
+func LastLine(f *os.File) (line Line, ok bool, err error) {
+	complete, _, err := CompleteSize(f)
+	if err != nil || complete == 0 {
+		return Line{}, false, err
+	}
+	start, err := lineStart(f, complete-1)
+	if err != nil {
+		return Line{}, false, err
+	}
+	data := make([]byte, complete-1-start)
+	if _, err := f.ReadAt(data, start); err != nil {
+		return Line{}, false, err
+	}
+	return Line{Offset: start, Data: data}, true, nil
+}
+
+// lineStart returns the offset of the first byte of the line holding byte
+// pos: the byte after the previous '\n', or 0.
+func lineStart(f io.ReaderAt, pos int64) (int64, error) {
+	buf := make([]byte, 4096)
+	end := pos
+	for end > 0 {
+		n := int64(len(buf))
+		if end < n {
+			n = end
+		}
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return end - n + int64(i) + 1, nil
+		}
+		end -= n
+	}
+	return 0, nil
+}
+
+// SeqOf decodes only the "seq" field of a record. ok is false when the line
+// is not a JSON object with a positive integer seq.
+func SeqOf(data []byte) (seq int64, ok bool) {
+	var v struct {
+		Seq int64 `json:"seq"`
+	}
+	if json.Unmarshal(data, &v) != nil || v.Seq <= 0 {
+		return 0, false
+	}
+	return v.Seq, true
+}
+
+// SeekSeq returns the offset of the first line in f[:size] whose seq is
+// greater than since, assuming lines are in seq order. It binary-searches
+// byte offsets, reading O(log size) lines; lines whose seq cannot be read
+// are stepped over. It returns size when no such line exists.
+func SeekSeq(f io.ReaderAt, size int64, since int64) (int64, error) {
+	if since <= 0 {
+		return 0, nil
+	}
+	lo, hi := int64(0), size // invariant: answer in [lo, hi], lo at a line start
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		start, err := lineStart(f, mid)
+		if err != nil {
+			return 0, err
+		}
+		if start < lo {
+			start = lo
+		}
+		// Find the first line at or after start with a readable seq.
+		r := NewReader(f, start, 0)
+		var (
+			seq  int64
+			at   int64 = -1
+			next int64
+		)
+		for {
+			l, err := r.Next()
+			if errors.Is(err, io.EOF) || (err == nil && l.Offset >= hi) {
+				break
+			}
+			if err != nil {
+				return 0, err
+			}
+			if s, ok := SeqOf(l.Data); ok {
+				seq, at, next = s, l.Offset, r.Offset()
+				break
+			}
+		}
+		if at < 0 { // nothing readable in [start, hi): the answer is at or before start
+			if start == lo {
+				return hi, nil
+			}
+			hi = start
+			continue
+		}
+		if seq <= since {
+			lo = next
+		} else {
+			hi = at
+		}
+	}
+	return lo, nil
+}
+
+// LineBefore returns the complete line that ends just before byte offset
+// off (off is the offset after its '\n'), or ok=false when off is 0 or the
+// byte before off is not a '\n'.
+func LineBefore(f io.ReaderAt, off int64) (line Line, ok bool, err error) {
+	if off <= 0 {
+		return Line{}, false, nil
+	}
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off-1); err != nil {
+		if err == io.EOF {
+			return Line{}, false, nil
+		}
+		return Line{}, false, err
+	}
+	if b[0] != '\n' {
+		return Line{}, false, nil
+	}
+	start, err := lineStart(f, off-1)
+	if err != nil {
+		return Line{}, false, err
+	}
+	data := make([]byte, off-1-start)
+	if _, err := f.ReadAt(data, start); err != nil {
+		return Line{}, false, err
+	}
+	return Line{Offset: start, Data: data}, true, nil
+}

@@ -1,0 +1,40 @@
+// Package mailbox stores crew's messages outside the event log, in two
+// forms. Both are projections of a run's events.jsonl (SPEC §2) or, for
+// crew mail send, plain mail; neither is a second source of truth.
+//
+// # JSONL mailbox files
+//
+// A run's .crew/state/runs/<run>/mailbox/ holds inbox.jsonl, outbox.jsonl and
+// steering.jsonl: the run's messages of each direction, one JSON object per
+// line in seq order, appended under the run lock and read from a seq cursor
+// (Append, Read, LastSeq).
+//
+// # Per-agent mail tree
+//
+// .crew/state/mail/ (a Tree) holds one directory per agent, compatible with
+// the mail-async format (SPEC §5):
+//
+//	mail/<agent>/<stamp>-<from>-<id>.json   one message per file (Name)
+//	mail/<agent>/archive/                   messages moved by Archive
+//	mail/<agent>/.tmp-<uuid>                a delivery in progress (hidden)
+//
+// <stamp> is the UTC send time with colons replaced by dashes and
+// milliseconds kept (2026-03-05T10-30-00.123Z), so names sort by time. A
+// file holds one compact JSON object with sorted keys (Mail, Marshal):
+// from, to, type, subject, body, timestamp, read and priority, and for the
+// copy of a run message also id, run, task and kind; keys crew does not
+// know are kept.
+//
+// Delivery (Tree.Deliver) is Maildir's (https://cr.yp.to/proto/maildir.html)
+// in one directory: write a hidden, uniquely named temp file, fsync(2) it,
+// link(2) it to its final name (never overwriting), fsync(2) the directory.
+// A reader therefore sees a message whole or not at all. Readers (List,
+// Find) skip hidden files and report, without stopping, files they cannot
+// parse — trees written by other mail-async tools have names without
+// milliseconds, pretty-printed JSON, torn files and leftover temp files.
+// The read flag is changed by an atomic rewrite (SetRead) and messages are
+// archived by link and unlink (Archive), which never overwrites. No write
+// follows a symbolic link: agent and archive directories that are links
+// are refused, and every file operation is confined to the agent's
+// directory (SPEC §7.6).
+package mailbox

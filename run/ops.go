@@ -1,0 +1,269 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/task"
+)
+
+// DefaultNudge is the body of a nudge sent without one (SPEC §3).
+const DefaultNudge = "Please report your status, blocker, or next step."
+
+// checkBody enforces SPEC §2: valid UTF-8, at most the body limit.
+func (r *Run) checkBody(body string) error {
+	if !utf8.ValidString(body) {
+		return fmt.Errorf("message body is not valid UTF-8; crew stores bodies byte for byte and refuses to alter them: %w", crew.ErrInvalid)
+	}
+	if max := r.root.maxBody(); len(body) > max {
+		return fmt.Errorf("message body is %d bytes, over the limit of %d bytes (--max-body): %w", len(body), max, crew.ErrInvalid)
+	}
+	return nil
+}
+
+// CheckPriority returns nil for a known priority (low, normal, high,
+// urgent) and an error wrapping crew.ErrInvalid otherwise.
+func CheckPriority(p string) error {
+	if events.PriorityRank(p) < 0 {
+		return fmt.Errorf("invalid priority %q: use one of %s: %w", p, strings.Join(events.Priorities, ", "), crew.ErrInvalid)
+	}
+	return nil
+}
+
+func getTask(st *State, id string) (*Task, error) {
+	if t := st.Tasks[id]; t != nil {
+		return t, nil
+	}
+	for _, t := range st.Tasks {
+		if crew.SameID(t.ID, id) {
+			return nil, fmt.Errorf("no task %s in run %s (did you mean %s?): %w", id, "", t.ID, crew.ErrNotFound)
+		}
+	}
+	return nil, fmt.Errorf("no task %s in this run (crew task list shows the tasks): %w", id, crew.ErrNotFound)
+}
+
+// AddTask adds a pending task to the run and creates its agent's mailbox.
+// spec.Agent defaults to the task id. A bad id is crew.ErrInvalid; an id
+// already used in the run (in any letter case) is crew.ErrConflict.
+func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor string) (*Task, error) {
+	if err := crew.ValidateID("task", id); err != nil {
+		return nil, err
+	}
+	if spec.Agent == "" {
+		spec.Agent = id
+	}
+	if err := crew.ValidateID("agent", spec.Agent); err != nil {
+		return nil, err
+	}
+	if id == "leader" || id == events.Broadcast {
+		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
+	}
+	if err := r.root.MailTree().Create(spec.Agent); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+		for _, t := range st.Tasks {
+			if crew.SameID(t.ID, id) {
+				return nil, fmt.Errorf("task %s already exists in run %s: %w", t.ID, r.ID(), crew.ErrConflict)
+			}
+		}
+		return &events.Event{Type: events.TaskCreated, Task: id, Actor: actor, To: string(task.Pending), Data: data}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.taskAfter(ev)
+}
+
+func (r *Run) taskAfter(ev *events.Event) (*Task, error) {
+	st, err := r.State()
+	if err != nil {
+		return nil, err
+	}
+	t := st.Tasks[ev.Task]
+	if t == nil {
+		return nil, fmt.Errorf("task %s vanished: %w", ev.Task, crew.ErrNotFound)
+	}
+	return t, nil
+}
+
+var opEvents = map[task.Op]string{
+	task.Start:    events.TaskStarted,
+	task.Complete: events.TaskCompleted,
+	task.Fail:     events.TaskFailed,
+	task.Cancel:   events.TaskCancelled,
+	task.Retry:    events.TaskRetried,
+}
+
+// Transition moves a task with one of start, complete, fail, cancel or
+// retry (SPEC §3). reason is recorded for fail and cancel; data, when not
+// nil, is stored in the event (the done-when result of complete). A refused
+// transition is a *task.TransitionError (crew.ErrConflict); an unknown task
+// is crew.ErrNotFound.
+func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reason string, data json.RawMessage) (*Task, error) {
+	typ, ok := opEvents[op]
+	if !ok {
+		return nil, fmt.Errorf("operation %s is not a plain transition: %w", op, crew.ErrInvalid)
+	}
+	if !utf8.ValidString(reason) {
+		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
+	}
+	ev, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+		t, err := getTask(st, id)
+		if err != nil {
+			return nil, err
+		}
+		next, err := task.Next(t.ID, t.Status, op)
+		if err != nil {
+			return nil, err
+		}
+		return &events.Event{Type: typ, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next), Reason: reason, Data: data}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.taskAfter(ev)
+}
+
+// SendOptions are the parts of a message its sender chooses.
+type SendOptions struct {
+	Kind     string // question, response, steer, follow-up, nudge, report, message
+	Task     string // the worker's task: recipient (leader to worker) or sender (worker to leader); "*" for a broadcast
+	From     string // sending agent
+	Body     string
+	Priority string // "" means normal
+	ReplyTo  string
+}
+
+// Send sends a message and returns it as stored (with its seq and id).
+// Kinds and their rules (SPEC §3):
+//
+//	question   worker -> leader; task running -> waiting (task.waiting)
+//	response   leader -> worker; task waiting -> running (task.responded), answers the open question
+//	steer, follow-up, nudge   leader -> worker; refused for terminal tasks
+//	report     worker -> leader; refused for terminal tasks
+//	message    leader -> every non-terminal task (broadcast; Task is "*")
+//
+// Errors: crew.ErrInvalid for a bad body or priority, crew.ErrNotFound for
+// an unknown task, crew.ErrConflict (a *task.TransitionError for question
+// and response) when the task's state does not allow it.
+func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) {
+	if o.Priority == "" {
+		o.Priority = "normal"
+	}
+	if err := CheckPriority(o.Priority); err != nil {
+		return nil, err
+	}
+	if o.Kind == events.KindNudge && o.Body == "" {
+		o.Body = DefaultNudge
+	}
+	if err := r.checkBody(o.Body); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(o.Body) == "" {
+		return nil, fmt.Errorf("empty %s: give a body, or - to read it from standard input: %w", o.Kind, crew.ErrInvalid)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	ev, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+		m := &events.Message{ID: id.String(), Kind: o.Kind, From: o.From, Body: o.Body, Priority: o.Priority, ReplyTo: o.ReplyTo}
+		ev := &events.Event{Type: events.MessageSent, Actor: o.From, Message: m}
+		if o.Kind == events.KindMessage {
+			var d broadcastData
+			for _, t := range st.TaskList() {
+				if !t.Status.Terminal() {
+					d.Recipients = append(d.Recipients, t.ID)
+				}
+			}
+			if len(d.Recipients) == 0 {
+				return nil, fmt.Errorf("broadcast: run %s has no task that is still open: %w", r.ID(), crew.ErrConflict)
+			}
+			ev.Data, _ = json.Marshal(d)
+			m.Task, m.To, m.Direction = events.Broadcast, events.Broadcast, events.Inbox
+			return ev, nil
+		}
+		t, err := getTask(st, o.Task)
+		if err != nil {
+			return nil, err
+		}
+		ev.Task, m.Task = t.ID, t.ID
+		switch o.Kind {
+		case events.KindQuestion, events.KindReport:
+			m.Direction, m.To = events.Outbox, st.Leader
+		default:
+			m.Direction, m.To = events.Inbox, t.ID
+		}
+		switch o.Kind {
+		case events.KindQuestion, events.KindResponse:
+			op, typ := task.Ask, events.TaskWaiting
+			if o.Kind == events.KindResponse {
+				op, typ = task.Respond, events.TaskResponded
+			}
+			next, err := task.Next(t.ID, t.Status, op)
+			if err != nil {
+				return nil, err
+			}
+			if o.Kind == events.KindResponse {
+				m.ReplyTo = t.Question
+			}
+			ev.Type, ev.From, ev.To = typ, string(t.Status), string(next)
+		default:
+			if t.Status.Terminal() {
+				hint := ""
+				if t.Status != task.Completed {
+					hint = fmt.Sprintf(" (crew task retry %s reopens it)", t.ID)
+				}
+				return nil, fmt.Errorf("task %s is %s; a %s cannot reach it now%s: %w", t.ID, t.Status, o.Kind, hint, crew.ErrConflict)
+			}
+		}
+		return ev, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ev.Message, nil
+}
+
+// AskTimedOut records that the worker waiting on question gave up: the
+// task goes back from waiting to running (task.ask_timed_out) and the
+// question is closed. If the question was answered meanwhile, it returns
+// the response and writes nothing.
+func (r *Run) AskTimedOut(ctx context.Context, taskID, questionID, actor string) (*events.Message, error) {
+	var answered bool
+	_, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+		t, err := getTask(st, taskID)
+		if err != nil {
+			return nil, err
+		}
+		if t.Status != task.Waiting || t.Question != questionID {
+			answered = true
+			return nil, nil
+		}
+		next, err := task.Next(t.ID, t.Status, task.AskTimeout)
+		if err != nil {
+			return nil, err
+		}
+		return &events.Event{Type: events.TaskAskTimedOut, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next),
+			Reason: "no response before the timeout", MessageIDs: []string{questionID}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if answered {
+		return r.answer(questionID, taskID, 0)
+	}
+	return nil, nil
+}

@@ -1,0 +1,444 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/task"
+)
+
+// Leader is the participant name readers use for the leader's view.
+const Leader = "leader"
+
+// Err returns the damage the state met while reducing the log as an error
+// wrapping crew.ErrDamaged (exit 7), or nil when it read everything.
+func (s *State) Err() error {
+	if len(s.Damage) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s; run crew repair: %w", strings.Join(s.Damage, "; "), crew.ErrDamaged)
+}
+
+// openFor returns the open messages of one participant (a task id, or
+// Leader), ordered by seq.
+func openFor(st *State, participant string) []*Open {
+	want := participant
+	if participant == Leader {
+		want = ""
+	}
+	var out []*Open
+	for _, o := range st.Open {
+		if o.Task == want {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+// bodies reads the stored messages of the given open entries, from the
+// mailbox files, falling back to the log for any the projection does not
+// hold yet. Each returned message carries the entry's current status.
+func (r *Run) bodies(list []*Open) ([]events.Message, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	want := map[string]*Open{}
+	files := map[string]int64{}
+	for _, o := range list {
+		want[o.ID] = o
+		if s, ok := files[o.File]; !ok || o.Seq < s {
+			files[o.File] = o.Seq
+		}
+	}
+	found := map[string]events.Message{}
+	for file, minSeq := range files {
+		c, err := mailbox.Read(r.MailboxPath(file+".jsonl"), minSeq-1)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			m, err := c.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				continue // damage in a projection: the log fallback below covers it
+			}
+			if _, ok := want[m.ID]; ok {
+				found[m.ID] = m
+			}
+		}
+		c.Close()
+	}
+	out := make([]events.Message, 0, len(list))
+	for _, o := range list {
+		m, ok := found[o.ID]
+		if !ok {
+			e, err := r.eventAt(o.Seq)
+			if err != nil {
+				return nil, err
+			}
+			if e.Message == nil || e.Message.ID != o.ID {
+				return nil, fmt.Errorf("seq %d does not hold message %s: %w", o.Seq, o.ID, crew.ErrDamaged)
+			}
+			m = *e.Message
+		}
+		m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
+		if m.To == events.Broadcast {
+			m.To = o.Task
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// eventAt reads the event with the given seq from the log.
+func (r *Run) eventAt(seq int64) (events.Event, error) {
+	c, err := events.Read(r.EventsPath(), seq-1)
+	if err != nil {
+		return events.Event{}, err
+	}
+	defer c.Close()
+	e, err := c.Next()
+	if err != nil && e.Seq != seq {
+		if err == io.EOF {
+			err = fmt.Errorf("no event with seq %d: %w", seq, crew.ErrNotFound)
+		}
+		return events.Event{}, err
+	}
+	return e, nil
+}
+
+// InboxOptions select what a reader sees.
+type InboxOptions struct {
+	Since  int64 // only messages with seq > Since
+	Unread bool  // only messages not yet delivered
+	Peek   bool  // do not mark anything delivered
+}
+
+// Inbox returns the open messages (not acknowledged or rejected) of a
+// participant, oldest first: for a task, what the leader sent it (inbox
+// and steering) and broadcasts; for Leader, what workers sent (outbox).
+// Reading marks pending messages delivered (one message.delivered event)
+// unless Peek; the messages returned show their status after that. A
+// damaged log is reported with crew.ErrDamaged after what could be read.
+func (r *Run) Inbox(ctx context.Context, participant string, o InboxOptions) ([]events.Message, error) {
+	st, err := r.State()
+	if err != nil {
+		return nil, err
+	}
+	if participant != Leader {
+		if _, err := getTask(st, participant); err != nil {
+			return nil, err
+		}
+	}
+	var list []*Open
+	for _, op := range openFor(st, participant) {
+		if op.Seq > o.Since && (!o.Unread || op.Status == events.StatusPending) {
+			list = append(list, op)
+		}
+	}
+	msgs, err := r.bodies(list)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range msgs {
+		if m.Status == events.StatusPending {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) > 0 && !o.Peek {
+		ev, err := r.MarkDelivered(ctx, participant, ids)
+		if err != nil {
+			return nil, err
+		}
+		if ev != nil {
+			done := map[string]bool{}
+			for _, id := range ev.MessageIDs {
+				done[id] = true
+			}
+			for i := range msgs {
+				if done[msgs[i].ID] {
+					at := ev.At
+					msgs[i].Status, msgs[i].DeliveredAt = events.StatusDelivered, &at
+				}
+			}
+		}
+	}
+	return msgs, st.Err()
+}
+
+// MarkDelivered records that participant (a task id, or Leader) has seen
+// the messages: those of ids still pending for it go to delivered, in one
+// message.delivered event, which it returns (nil when none was pending).
+func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []string) (*events.Event, error) {
+	return r.commit(ctx, func(st *State) (*events.Event, error) {
+		var still []string
+		for _, id := range ids {
+			op := st.Open[id+"@"+participant]
+			if op == nil {
+				op = st.Open[id]
+			}
+			if op != nil && op.Status == events.StatusPending && op.Task == recipientKey(participant) {
+				still = append(still, id)
+			}
+		}
+		if len(still) == 0 {
+			return nil, nil
+		}
+		return &events.Event{Type: events.MessageDelivered, Task: participantTask(participant), Actor: participant, MessageIDs: still}, nil
+	})
+}
+
+// recipientKey is how State.Open names a participant.
+func recipientKey(participant string) string {
+	if participant == Leader {
+		return ""
+	}
+	return participant
+}
+
+// participantTask is the Task field of events a participant writes as a
+// reader: its task id, or empty for the leader.
+func participantTask(participant string) string { return recipientKey(participant) }
+
+// Acknowledge marks messages addressed to participant as acknowledged (or,
+// with reject, rejected with reason) in one event. An id that is not an
+// open message of the participant is crew.ErrNotFound; acknowledging a
+// message already acknowledged is a no-op; rejecting a closed one is
+// crew.ErrConflict.
+func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string, reject bool, reason string) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("no message id given: %w", crew.ErrInvalid)
+	}
+	for _, id := range ids {
+		if _, err := uuidCheck(id); err != nil {
+			return err
+		}
+	}
+	typ := events.MessageAcknowledged
+	if reject {
+		typ = events.MessageRejected
+	}
+	var missing []string
+	_, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+		missing = nil
+		var mine []string
+		for _, id := range ids {
+			op := st.Open[id]
+			if op == nil {
+				op = st.Open[id+"@"+participant]
+			}
+			switch {
+			case op == nil:
+				missing = append(missing, id)
+			case op.Task != recipientKey(participant):
+				return nil, fmt.Errorf("message %s is addressed to %s, not %s: %w", id, nameOf(op.Task), participant, crew.ErrConflict)
+			default:
+				mine = append(mine, id)
+			}
+		}
+		if len(missing) > 0 || len(mine) == 0 {
+			return nil, nil
+		}
+		return &events.Event{Type: typ, Task: participantTask(participant), Actor: participant, MessageIDs: mine, Reason: reason}, nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	// Not open: either closed already or unknown. Tell which.
+	for _, id := range missing {
+		status, err := r.closedStatus(id)
+		if err != nil {
+			return err
+		}
+		if status == "" {
+			return fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+		}
+		if reject || status != events.StatusAcknowledged {
+			return fmt.Errorf("message %s is already %s: %w", id, status, crew.ErrConflict)
+		}
+	}
+	if len(missing) < len(ids) {
+		// Some were open: acknowledge those, now that the closed ones are known harmless.
+		var rest []string
+		skip := map[string]bool{}
+		for _, id := range missing {
+			skip[id] = true
+		}
+		for _, id := range ids {
+			if !skip[id] {
+				rest = append(rest, id)
+			}
+		}
+		return r.Acknowledge(ctx, participant, rest, reject, reason)
+	}
+	return nil
+}
+
+func nameOf(recipient string) string {
+	if recipient == "" {
+		return Leader
+	}
+	return recipient
+}
+
+func uuidCheck(id string) (string, error) {
+	if len(id) != 36 || strings.Count(id, "-") != 4 {
+		return "", fmt.Errorf("invalid message id %q: message ids are UUIDs like 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f: %w", id, crew.ErrInvalid)
+	}
+	return id, nil
+}
+
+// closedStatus scans the log for a message that is no longer open and
+// returns its final status ("acknowledged" or "rejected"), or "" if the
+// run never had such a message. It reads the whole log: it serves only
+// error paths.
+func (r *Run) closedStatus(id string) (string, error) {
+	c, err := events.Read(r.EventsPath(), 0)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	status := ""
+	for {
+		e, err := c.Next()
+		if err == io.EOF {
+			return status, nil
+		}
+		if e.Message != nil && e.Message.ID == id {
+			status = events.StatusPending
+		}
+		if status == "" {
+			continue
+		}
+		for _, x := range e.MessageIDs {
+			if x != id {
+				continue
+			}
+			switch e.Type {
+			case events.MessageAcknowledged:
+				status = events.StatusAcknowledged
+			case events.MessageRejected, events.TaskAskTimedOut:
+				status = events.StatusRejected
+			}
+		}
+		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo == id {
+			status = events.StatusAcknowledged
+		}
+	}
+}
+
+// Pending is what is open for a participant (SPEC §4).
+type Pending struct {
+	// Waiting: for the leader, the waiting tasks with their open
+	// questions, oldest question first.
+	Waiting []Waiting `json:"waiting,omitempty"`
+	// Messages: for the leader, unacknowledged urgent reports; for a task,
+	// its messages not yet acknowledged, urgent first, then oldest first.
+	Messages []events.Message `json:"messages,omitempty"`
+}
+
+// Waiting is a task blocked on a question.
+type Waiting struct {
+	Task     *Task          `json:"task"`
+	Question events.Message `json:"question"`
+}
+
+// Pending computes what is open for participant (Leader or a task id) by
+// reducing the log. If the log has a gap or an unreadable line it returns
+// what it could read and an error wrapping crew.ErrDamaged: it never says
+// "nothing open" when it could not read everything. It writes nothing.
+func (r *Run) Pending(participant string) (*Pending, error) {
+	st, err := r.State()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{}
+	if participant == Leader {
+		var qs []*Open
+		byQ := map[string]*Task{}
+		for _, t := range st.Tasks {
+			if t.Status == task.Waiting && t.Question != "" {
+				if o := st.Open[t.Question]; o != nil {
+					qs = append(qs, o)
+					byQ[o.ID] = t
+				}
+			}
+		}
+		sort.Slice(qs, func(i, j int) bool { return qs[i].Seq < qs[j].Seq })
+		msgs, err := r.bodies(qs)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			p.Waiting = append(p.Waiting, Waiting{Task: byQ[m.ID], Question: m})
+		}
+		var urgent []*Open
+		for _, o := range openFor(st, Leader) {
+			if o.Kind == events.KindReport && o.Priority == "urgent" {
+				urgent = append(urgent, o)
+			}
+		}
+		if p.Messages, err = r.bodies(urgent); err != nil {
+			return nil, err
+		}
+	} else {
+		if _, err := getTask(st, participant); err != nil {
+			return nil, err
+		}
+		list := openFor(st, participant)
+		sort.SliceStable(list, func(i, j int) bool {
+			return events.PriorityRank(list[i].Priority) > events.PriorityRank(list[j].Priority)
+		})
+		if p.Messages, err = r.bodies(list); err != nil {
+			return nil, err
+		}
+	}
+	return p, st.Err()
+}
+
+// answer scans the log after seq since for the outcome of a question: the
+// response (returned), a timeout or a terminal task (crew.ErrConflict). It
+// returns nil, nil when the question is still open.
+func (r *Run) answer(questionID, taskID string, since int64) (*events.Message, error) {
+	c, err := events.Read(r.EventsPath(), since)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	for {
+		e, err := c.Next()
+		if err == io.EOF {
+			return nil, nil
+		}
+		var de *events.DamageError
+		if err != nil && !errors.As(err, &de) {
+			return nil, err
+		}
+		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo == questionID {
+			m := *e.Message
+			return &m, nil
+		}
+		if e.Task == taskID && e.From == string(task.Waiting) && task.State(e.To).Terminal() {
+			return nil, fmt.Errorf("question %s will not be answered: task %s is %s: %w", questionID, taskID, e.To, crew.ErrConflict)
+		}
+		for _, id := range e.MessageIDs {
+			if id == questionID && e.Type == events.TaskAskTimedOut {
+				return nil, fmt.Errorf("question %s timed out unanswered at %s: %w", questionID, e.At, crew.ErrTimeout)
+			}
+		}
+	}
+}

@@ -1,0 +1,355 @@
+package run
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
+)
+
+// DirName is the name of the state root directory, found like git finds
+// .git.
+const DirName = ".crew"
+
+// Root is a state root: the .crew directory holding state/runs and
+// state/mail.
+type Root struct {
+	Dir     string    // absolute path of the .crew directory
+	Perm    crew.Perm // modes for new files and directories
+	MaxBody int       // largest message body in bytes; 0 means DefaultMaxBody
+}
+
+// DefaultMaxBody is the default body limit (SPEC §2): 1 MiB.
+const DefaultMaxBody = 1 << 20
+
+// Init creates a state root at dir/.crew (or dir itself when it is named
+// .crew) and returns it. Initialising an existing root is not an error.
+func Init(dir string, perm crew.Perm) (*Root, error) {
+	if filepath.Base(dir) != DirName {
+		dir = filepath.Join(dir, DirName)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Root{Dir: abs, Perm: perm}
+	for _, d := range []string{r.Dir, filepath.Join(r.Dir, "state"), r.runsDir(), r.MailTree().Root} {
+		if err := mkdir(d, perm); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Find returns the state root for dir: dir itself if it is a .crew
+// directory or holds one, else the nearest ancestor that holds one. No
+// state root is crew.ErrNotFound, with a hint to run crew init.
+func Find(dir string, perm crew.Perm) (*Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Base(abs) == DirName && isDir(abs) {
+		return &Root{Dir: abs, Perm: perm}, nil
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if isDir(filepath.Join(d, DirName)) {
+			return &Root{Dir: filepath.Join(d, DirName), Perm: perm}, nil
+		}
+		if filepath.Dir(d) == d {
+			return nil, fmt.Errorf("no .crew directory in %s or any parent; run crew init: %w", abs, crew.ErrNotFound)
+		}
+	}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// mkdir creates dir with perm.Dir if missing; an existing path must be a
+// real directory, not a symlink (SPEC §7.6: writes never follow symlinks in
+// the state root).
+func mkdir(dir string, perm crew.Perm) error {
+	st, err := os.Lstat(dir)
+	if err == nil {
+		if st.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link; crew does not write through links: %w", dir, crew.ErrInvalid)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory: %w", dir, crew.ErrInvalid)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Mkdir(dir, perm.Dir); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, perm.Dir) // umask must not loosen or tighten the documented mode
+}
+
+func (r *Root) runsDir() string { return filepath.Join(r.Dir, "state", "runs") }
+
+// MailTree returns the per-agent mail tree of this root (SPEC §5).
+func (r *Root) MailTree() mailbox.Tree {
+	return mailbox.Tree{Root: filepath.Join(r.Dir, "state", "mail"), Perm: r.Perm}
+}
+
+func (r *Root) maxBody() int {
+	if r.MaxBody > 0 {
+		return r.MaxBody
+	}
+	return DefaultMaxBody
+}
+
+// Manifest is a run's metadata, written once at creation to manifest.json
+// and carried in its run.created event.
+type Manifest struct {
+	ID        string      `json:"id"`
+	Title     string      `json:"title,omitempty"`
+	Leader    string      `json:"leader"`
+	CreatedAt events.Time `json:"createdAt"`
+	Dir       string      `json:"dir"` // working directory the run was created from; done-when commands run here
+}
+
+// CreateOptions are the settings of a new run.
+type CreateOptions struct {
+	ID     string // run id; generated from the time when empty
+	Title  string
+	Leader string // leader agent name; "leader" when empty
+	Dir    string // working directory; the process's when empty
+}
+
+// NewRunID returns a run id that sorts by creation time:
+// YYYYMMDD-HHMMSS-mmm-xxxx (UTC, milliseconds, 4 random hex digits).
+func NewRunID(now time.Time) string {
+	var b [2]byte
+	rand.Read(b[:])
+	now = now.UTC()
+	return fmt.Sprintf("%s-%03d-%s", now.Format("20060102-150405"), now.Nanosecond()/1e6, hex.EncodeToString(b[:]))
+}
+
+// Create makes a new run: its directory, manifest.json, an events.jsonl
+// holding run.created, the mailbox directory and the leader's mail
+// directory. The log is written to a temporary file, fsynced and renamed
+// into place (then the directory fsynced), so a run either exists whole or
+// not at all. An id already in use (in any letter case) is
+// crew.ErrConflict; a bad id is crew.ErrInvalid.
+func (r *Root) Create(opts CreateOptions) (*Run, error) {
+	now := events.Now()
+	if opts.ID == "" {
+		opts.ID = NewRunID(now.Time)
+	}
+	if opts.Leader == "" {
+		opts.Leader = "leader"
+	}
+	if err := crew.ValidateID("run", opts.ID); err != nil {
+		return nil, err
+	}
+	if err := crew.ValidateID("agent", opts.Leader); err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		opts.Dir = wd
+	}
+	if err := mkdir(r.runsDir(), r.Perm); err != nil {
+		return nil, err
+	}
+	existing, err := r.runIDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range existing {
+		if crew.SameID(id, opts.ID) {
+			return nil, fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+		}
+	}
+	m := Manifest{ID: opts.ID, Title: opts.Title, Leader: opts.Leader, CreatedAt: now, Dir: opts.Dir}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	ev := events.Event{Seq: 1, At: now, Type: events.RunCreated, Run: m.ID, Actor: m.Leader, Data: data}
+	line, err := events.Marshal(&ev)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.MailTree().Create(m.Leader); err != nil {
+		return nil, err
+	}
+	// Build the run in a hidden directory, then rename it into place: the
+	// run appears whole or not at all.
+	tmp, err := os.MkdirTemp(r.runsDir(), ".new-"+m.ID+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp) // after a successful rename, tmp no longer exists
+	if err := os.Chmod(tmp, r.Perm.Dir); err != nil {
+		return nil, err
+	}
+	mj, _ := json.MarshalIndent(m, "", "  ")
+	files := []struct {
+		name string
+		data []byte
+	}{{"manifest.json", append(mj, '\n')}, {"events.jsonl", line}, {"run.lock", nil}}
+	for _, f := range files {
+		if err := writeFileSync(filepath.Join(tmp, f.name), f.data, r.Perm.File); err != nil {
+			return nil, err
+		}
+	}
+	if err := mkdir(filepath.Join(tmp, "mailbox"), r.Perm); err != nil {
+		return nil, err
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.runsDir(), m.ID)
+	if err := os.Rename(tmp, dir); err != nil {
+		if errors.Is(err, os.ErrExist) || isDir(dir) {
+			return nil, fmt.Errorf("run %s already exists: %w", m.ID, crew.ErrConflict)
+		}
+		return nil, err
+	}
+	if err := syncDir(r.runsDir()); err != nil {
+		return nil, err
+	}
+	return r.Open(m.ID)
+}
+
+// runIDs lists the run directories (hidden ones, runs being created, are
+// skipped).
+func (r *Root) runIDs() ([]string, error) {
+	ents, err := os.ReadDir(r.runsDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// List returns the manifests of all runs, oldest first. A run whose
+// manifest cannot be read is returned in bad with the reason.
+func (r *Root) List() (runs []Manifest, bad []error, err error) {
+	ids, err := r.runIDs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range ids {
+		m, err := readManifest(filepath.Join(r.runsDir(), id))
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		runs = append(runs, m)
+	}
+	sort.SliceStable(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt.Time) })
+	return runs, bad, nil
+}
+
+func readManifest(dir string) (Manifest, error) {
+	var m Manifest
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return m, fmt.Errorf("read manifest of run %s: %w", filepath.Base(dir), err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("read manifest of run %s: %v: %w", filepath.Base(dir), err, crew.ErrDamaged)
+	}
+	return m, nil
+}
+
+// Open opens an existing run. An unknown run is crew.ErrNotFound; a run
+// directory that is a symbolic link is refused.
+func (r *Root) Open(id string) (*Run, error) {
+	if err := crew.ValidateID("run", id); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.runsDir(), id)
+	st, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.Dir, crew.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrInvalid)
+	}
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Run{root: r, dir: dir, Manifest: m}, nil
+}
+
+// Latest returns the most recently created run, for commands given no run.
+func (r *Root) Latest() (*Run, error) {
+	runs, _, err := r.List()
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("no runs yet; create one with crew run create: %w", crew.ErrNotFound)
+	}
+	return r.Open(runs[len(runs)-1].ID)
+}
+
+// writeFileSync creates path exclusively with mode perm, writes data and
+// fsyncs it.
+func writeFileSync(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, perm)
+}
+
+// syncDir fsyncs a directory, making the names created in it durable
+// (fsync(2) on the directory, as Maildir delivery requires).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

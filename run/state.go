@@ -1,0 +1,183 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/task"
+)
+
+// Task is the current state of one task, reduced from the log. In --json
+// output it is {"id","title","agent","status","createdAt","updatedAt",...}.
+type Task struct {
+	ID          string       `json:"id"`
+	Title       string       `json:"title,omitempty"`
+	Agent       string       `json:"agent"`
+	Status      task.State   `json:"status"`
+	CreatedAt   events.Time  `json:"createdAt"`
+	UpdatedAt   events.Time  `json:"updatedAt"`
+	StartedAt   *events.Time `json:"startedAt,omitempty"`
+	EndedAt     *events.Time `json:"endedAt,omitempty"`
+	DoneWhen    string       `json:"doneWhen,omitempty"`
+	Reason      string       `json:"reason,omitempty"`   // why it failed or was cancelled
+	Question    string       `json:"question,omitempty"` // id of the open question while waiting
+	Questions   int          `json:"questions"`          // questions asked so far
+	Attempts    int          `json:"attempts"`           // times started
+	LastEventAt events.Time  `json:"lastEventAt"`        // last event about this task: a quiet worker's cue for nudge
+}
+
+// TaskSpec is the Data of a task.created event.
+type TaskSpec struct {
+	Title    string `json:"title,omitempty"`
+	Agent    string `json:"agent"`
+	DoneWhen string `json:"doneWhen,omitempty"`
+}
+
+// Open is a message not yet acknowledged or rejected, as tracked in the
+// state: enough to list, filter and order it without reading its body.
+type Open struct {
+	ID          string       `json:"id"`
+	Seq         int64        `json:"seq"`
+	Task        string       `json:"task"`      // recipient task, or "" for the leader
+	Kind        string       `json:"kind"`      // message kind
+	File        string       `json:"file"`      // mailbox file: inbox, outbox, steering
+	Priority    string       `json:"priority"`  // low … urgent
+	Status      string       `json:"status"`    // pending or delivered
+	DeliveredAt *events.Time `json:"deliveredAt,omitempty"`
+}
+
+// State is a run reduced from its log up to Seq: the tasks and the open
+// messages. Offset is the byte length of the log it reflects, so a reader
+// resumes replay there. It is what tasks.json holds.
+type State struct {
+	Seq    int64            `json:"seq"`
+	Offset int64            `json:"offset"`
+	Leader string           `json:"leader"`
+	Tasks  map[string]*Task `json:"tasks"`
+	Open   map[string]*Open `json:"open"` // key: message id, or id@task for a broadcast's copy
+	Damage []string         `json:"damage,omitempty"` // damage met while reducing the log; readers exit 7
+}
+
+func newState() *State {
+	return &State{Tasks: map[string]*Task{}, Open: map[string]*Open{}}
+}
+
+// TaskList returns the tasks ordered by creation (seq of task.created).
+func (s *State) TaskList() []*Task {
+	ts := make([]*Task, 0, len(s.Tasks))
+	for _, t := range s.Tasks {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool {
+		if !ts[i].CreatedAt.Equal(ts[j].CreatedAt.Time) {
+			return ts[i].CreatedAt.Before(ts[j].CreatedAt.Time)
+		}
+		return ts[i].ID < ts[j].ID
+	})
+	return ts
+}
+
+// openKey is the key of a message's recipient copy in State.Open: a
+// broadcast has one copy per recipient task.
+func openKey(id, to, recipient string) string {
+	if to == events.Broadcast {
+		return id + "@" + recipient
+	}
+	return id
+}
+
+// broadcastData is the Data of a broadcast's message.sent event: the tasks
+// it went to (every non-terminal task when it was sent).
+type broadcastData struct {
+	Recipients []string `json:"recipients"`
+}
+
+// apply folds one event into the state. It trusts the event: validation
+// happens before an event is written.
+func (s *State) apply(e *events.Event) error {
+	s.Seq = e.Seq
+	t := s.Tasks[e.Task]
+	if t != nil {
+		t.LastEventAt = e.At
+	}
+	switch e.Type {
+	case events.RunCreated:
+		var m Manifest
+		if err := json.Unmarshal(e.Data, &m); err != nil {
+			return fmt.Errorf("seq %d: bad run.created: %w", e.Seq, err)
+		}
+		s.Leader = m.Leader
+		return nil
+	case events.TaskCreated:
+		var spec TaskSpec
+		if err := json.Unmarshal(e.Data, &spec); err != nil {
+			return fmt.Errorf("seq %d: bad task.created: %w", e.Seq, err)
+		}
+		s.Tasks[e.Task] = &Task{ID: e.Task, Title: spec.Title, Agent: spec.Agent, DoneWhen: spec.DoneWhen,
+			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At}
+		return nil
+	}
+	if e.To != "" && t != nil {
+		t.Status = task.State(e.To)
+		t.UpdatedAt = e.At
+		switch t.Status {
+		case task.Running:
+			if e.Type == events.TaskStarted {
+				at := e.At
+				t.StartedAt, t.EndedAt, t.Attempts = &at, nil, t.Attempts+1
+			}
+		case task.Completed, task.Failed, task.Cancelled:
+			at := e.At
+			t.EndedAt, t.Reason = &at, e.Reason
+		case task.Pending:
+			t.Reason = ""
+		}
+		if t.Question != "" && t.Status != task.Waiting {
+			// The question is answered, timed out or moot: close it.
+			delete(s.Open, t.Question)
+			t.Question = ""
+		}
+	}
+	if m := e.Message; m != nil {
+		switch m.To {
+		case events.Broadcast:
+			var d broadcastData
+			json.Unmarshal(e.Data, &d)
+			for _, r := range d.Recipients {
+				s.Open[openKey(m.ID, m.To, r)] = &Open{ID: m.ID, Seq: m.Seq, Task: r, Kind: m.Kind, File: m.File(), Priority: m.Priority, Status: events.StatusPending}
+			}
+		default:
+			recipient := m.To
+			if m.Direction == events.Outbox {
+				recipient = ""
+			}
+			s.Open[m.ID] = &Open{ID: m.ID, Seq: m.Seq, Task: recipient, Kind: m.Kind, File: m.File(), Priority: m.Priority, Status: events.StatusPending}
+		}
+		if m.Kind == events.KindQuestion && t != nil {
+			t.Question = m.ID
+			t.Questions++
+		}
+	}
+	for _, id := range e.MessageIDs {
+		key := id
+		if _, ok := s.Open[id+"@"+e.Task]; ok {
+			key = id + "@" + e.Task // the reader's copy of a broadcast
+		}
+		o := s.Open[key]
+		if o == nil {
+			continue
+		}
+		switch e.Type {
+		case events.MessageDelivered:
+			if o.Status == events.StatusPending {
+				at := e.At
+				o.Status, o.DeliveredAt = events.StatusDelivered, &at
+			}
+		case events.MessageAcknowledged, events.MessageRejected:
+			delete(s.Open, key)
+		}
+	}
+	return nil
+}

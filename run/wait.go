@@ -1,0 +1,160 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/task"
+)
+
+// Watch returns a watcher that wakes when the run's log may have grown.
+// Close it.
+func (r *Run) Watch() *events.Watcher {
+	return events.Watch(r.EventsPath(), r.dir)
+}
+
+// FindMessage returns a message of the run by id, searching the mailbox
+// files and then the log. Unknown is crew.ErrNotFound. It reads whole
+// files: for lookups such as await, not for hot paths.
+func (r *Run) FindMessage(id string) (*events.Message, error) {
+	if _, err := uuidCheck(id); err != nil {
+		return nil, err
+	}
+	for _, file := range mailbox.Files {
+		c, err := mailbox.Read(r.MailboxPath(file), 0)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			m, err := c.Next()
+			if err == io.EOF {
+				break
+			}
+			if err == nil && m.ID == id {
+				c.Close()
+				return &m, nil
+			}
+		}
+		c.Close()
+	}
+	c, err := events.Read(r.EventsPath(), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	for {
+		e, err := c.Next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+		}
+		if e.Message != nil && e.Message.ID == id {
+			return e.Message, nil
+		}
+	}
+}
+
+// Await blocks until the question is answered and returns the response.
+// It serves a worker that restarted while waiting: if the answer already
+// came, it returns at once. A question that timed out is crew.ErrTimeout;
+// one whose task ended is crew.ErrConflict; ctx's deadline is
+// crew.ErrTimeout, its cancellation ctx.Err().
+func (r *Run) Await(ctx context.Context, questionID string) (*events.Message, error) {
+	q, err := r.FindMessage(questionID)
+	if err != nil {
+		return nil, err
+	}
+	if q.Kind != events.KindQuestion {
+		return nil, fmt.Errorf("message %s is a %s, not a question: %w", questionID, q.Kind, crew.ErrInvalid)
+	}
+	return r.awaitFrom(ctx, q)
+}
+
+func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message, error) {
+	w := r.Watch()
+	defer w.Close()
+	for {
+		// Each pass re-reads from the question on: cheap (binary search to
+		// the question, then only what came after it).
+		m, err := r.answer(q.ID, q.Task, q.Seq)
+		if err != nil || m != nil {
+			return m, err
+		}
+		if err := w.Wait(ctx); err != nil {
+			return nil, ctxErr(err, "waiting for a response to "+q.ID)
+		}
+	}
+}
+
+// ctxErr maps a context error: a deadline is crew.ErrTimeout.
+func ctxErr(err error, doing string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("timed out %s: %w", doing, crew.ErrTimeout)
+	}
+	return err
+}
+
+// Ask sends a question from a task's worker. With wait, it then blocks
+// until the leader responds and returns the response; if ctx's deadline
+// passes first, the task goes back to running (task.ask_timed_out) and the
+// error wraps crew.ErrTimeout. Without wait it returns (question, nil).
+func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, response *events.Message, err error) {
+	o.Kind = events.KindQuestion
+	// The send must not be cut short by the wait's deadline.
+	q, err := r.Send(context.WithoutCancel(ctx), o)
+	if err != nil || !wait {
+		return q, nil, err
+	}
+	m, err := r.awaitFrom(ctx, q)
+	if err != nil && errors.Is(err, crew.ErrTimeout) && ctx.Err() != nil {
+		m, terr := r.AskTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, o.From)
+		if terr != nil {
+			return q, nil, terr
+		}
+		if m != nil {
+			return q, m, nil // answered in the last moment
+		}
+		return q, nil, err
+	}
+	return q, m, err
+}
+
+// WaitRun blocks until every task is terminal. It returns nil when all
+// completed, an error wrapping crew.ErrIncomplete when any failed or was
+// cancelled, crew.ErrTimeout at ctx's deadline. progress, if not nil, is
+// called with the state each time it may have changed.
+func (r *Run) WaitRun(ctx context.Context, progress func(*State)) error {
+	w := r.Watch()
+	defer w.Close()
+	for {
+		st, err := r.State()
+		if err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(st)
+		}
+		done, failed := 0, 0
+		for _, t := range st.Tasks {
+			if t.Status.Terminal() {
+				done++
+				if t.Status != task.Completed {
+					failed++
+				}
+			}
+		}
+		if len(st.Tasks) > 0 && done == len(st.Tasks) {
+			if failed > 0 {
+				return fmt.Errorf("%d of %d tasks did not complete: %w", failed, done, crew.ErrIncomplete)
+			}
+			return nil
+		}
+		if err := w.Wait(ctx); err != nil {
+			return ctxErr(err, "waiting for run "+r.ID())
+		}
+	}
+}
