@@ -21,9 +21,9 @@ const DefaultDoneTimeout = 10 * time.Minute
 // task.completed event (or shown by task verify).
 type Check struct {
 	Command  string  `json:"command"`
-	ExitCode int     `json:"exitCode"`          // -1 when it did not exit (timeout, not startable)
-	Output   string  `json:"output,omitempty"`  // the last CheckTail bytes of stdout and stderr, interleaved
-	Seconds  float64 `json:"seconds"`           // wall time
+	ExitCode int     `json:"exitCode"`         // -1 when it did not exit (timeout, not startable)
+	Output   string  `json:"output,omitempty"` // the last CheckTail bytes of stdout and stderr, interleaved
+	Seconds  float64 `json:"seconds"`          // wall time
 	TimedOut bool    `json:"timedOut,omitempty"`
 }
 

@@ -40,11 +40,11 @@ type TaskSpec struct {
 type Open struct {
 	ID          string       `json:"id"`
 	Seq         int64        `json:"seq"`
-	Task        string       `json:"task"`      // recipient task, or "" for the leader
-	Kind        string       `json:"kind"`      // message kind
-	File        string       `json:"file"`      // mailbox file: inbox, outbox, steering
-	Priority    string       `json:"priority"`  // low … urgent
-	Status      string       `json:"status"`    // pending or delivered
+	Task        string       `json:"task"`     // recipient task, or "" for the leader
+	Kind        string       `json:"kind"`     // message kind
+	File        string       `json:"file"`     // mailbox file: inbox, outbox, steering
+	Priority    string       `json:"priority"` // low … urgent
+	Status      string       `json:"status"`   // pending or delivered
 	DeliveredAt *events.Time `json:"deliveredAt,omitempty"`
 }
 
@@ -56,7 +56,7 @@ type State struct {
 	Offset int64            `json:"offset"`
 	Leader string           `json:"leader"`
 	Tasks  map[string]*Task `json:"tasks"`
-	Open   map[string]*Open `json:"open"` // key: message id, or id@task for a broadcast's copy
+	Open   map[string]*Open `json:"open"`             // key: message id, or id@task for a broadcast's copy
 	Damage []string         `json:"damage,omitempty"` // damage met while reducing the log; readers exit 7
 }
 
