@@ -142,7 +142,9 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
 }
 
-// UnmarshalJSON accepts any RFC 3339 time.
+// UnmarshalJSON accepts any RFC 3339 time whose UTC year is 0000-9999 (the
+// years TimeLayout can write back) and cuts it to whole milliseconds, so a
+// decoded Time marshals back to the instant it holds.
 func (t *Time) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -152,7 +154,11 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	t.Time = v.UTC()
+	v = v.UTC()
+	if y := v.Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("time %q is outside years 0000-9999 in UTC", s)
+	}
+	t.Time = v.Add(-time.Duration(v.Nanosecond() % int(time.Millisecond)))
 	return nil
 }
 

@@ -31,6 +31,7 @@ import (
 	"os"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 )
 
@@ -63,6 +64,7 @@ type Cursor struct {
 	f    *os.File
 	r    *jsonl.Reader
 	want int64 // next expected seq
+	from int64 // the seq the cursor started after
 }
 
 // Read opens the log at path and positions a cursor after seq since (0 for
@@ -90,7 +92,7 @@ func Read(path string, since int64) (*Cursor, error) {
 	if off == 0 {
 		num = 1
 	}
-	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: since + 1}, nil
+	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: since + 1, from: since}, nil
 }
 
 // ReadAt opens the log at path with a cursor at byte offset off, where the
@@ -107,46 +109,52 @@ func ReadAt(path string, off int64, next int64) (*Cursor, error) {
 	if off == 0 {
 		num = 1
 	}
-	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: next}, nil
+	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: next, from: next - 1}, nil
 }
 
 // Next returns the next event. At the end of the log (including before a
 // torn last line) it returns io.EOF; calling Next again later returns events
 // appended since. A damaged line returns a *DamageError, after which Next
-// goes on with the following line.
+// goes on with the following line. A cursor started after a seq the log
+// has not reached yet passes over the events up to it (they come before
+// the cursor) without calling them damage.
 func (c *Cursor) Next() (Event, error) {
-	l, err := c.r.Next()
-	if err == io.EOF {
-		// Re-arm, so a later Next sees lines appended meanwhile.
-		c.r = jsonl.NewReader(c.f, c.r.Offset(), 0)
-		return Event{}, io.EOF
+	for {
+		l, err := c.r.Next()
+		if err == io.EOF {
+			// Re-arm, so a later Next sees lines appended meanwhile.
+			c.r = jsonl.NewReader(c.f, c.r.Offset(), 0)
+			return Event{}, io.EOF
+		}
+		if err != nil {
+			return Event{}, fmt.Errorf("read %s: %w", c.path, err)
+		}
+		damage := func(reason string) error {
+			return &DamageError{File: c.path, Line: l.Num, Offset: l.Offset, Len: int64(len(l.Data)) + 1, Seq: c.want, Reason: reason}
+		}
+		e, err := Decode(l.Data)
+		if err != nil {
+			return Event{}, damage("unreadable event: " + err.Error())
+		}
+		switch {
+		case e.Seq > c.want:
+			err := damage(fmt.Sprintf("seq gap: found seq %d", e.Seq))
+			c.want = e.Seq + 1
+			return e, err
+		case e.Seq <= c.from && c.want == c.from+1:
+			continue // the log is still catching up to the cursor's start
+		case e.Seq < c.want:
+			return Event{}, damage(fmt.Sprintf("seq %d out of order", e.Seq))
+		}
+		c.want++
+		return e, nil
 	}
-	if err != nil {
-		return Event{}, fmt.Errorf("read %s: %w", c.path, err)
-	}
-	damage := func(reason string) error {
-		return &DamageError{File: c.path, Line: l.Num, Offset: l.Offset, Len: int64(len(l.Data)) + 1, Seq: c.want, Reason: reason}
-	}
-	e, err := Decode(l.Data)
-	if err != nil {
-		return Event{}, damage("unreadable event: " + err.Error())
-	}
-	switch {
-	case e.Seq > c.want:
-		err := damage(fmt.Sprintf("seq gap: found seq %d", e.Seq))
-		c.want = e.Seq + 1
-		return e, err
-	case e.Seq < c.want:
-		return Event{}, damage(fmt.Sprintf("seq %d out of order", e.Seq))
-	}
-	c.want++
-	return e, nil
 }
 
 // Offset is the byte offset where the next event starts.
 func (c *Cursor) Offset() int64 { return c.r.Offset() }
 
-// Seq is the seq of the last event returned (0 before any).
+// Seq is the seq of the last event returned (the starting seq before any).
 func (c *Cursor) Seq() int64 { return c.want - 1 }
 
 // Close closes the file.
@@ -214,13 +222,13 @@ func (w *Writer) Append(evs []Event) error {
 // AppendRaw appends already-encoded lines (each ending in '\n') and fsyncs,
 // with Append's rollback on failure.
 func (w *Writer) AppendRaw(buf []byte) error {
-	_, err := w.f.WriteAt(buf, w.size)
+	_, err := fsys.WriteAt(w.f, buf, w.size)
 	if err == nil {
-		err = w.f.Sync()
+		err = fsys.SyncFile(w.f)
 	}
 	if err != nil {
 		// Roll back: nothing of a failed operation may stay.
-		if terr := w.f.Truncate(w.size); terr == nil {
+		if terr := fsys.TruncateFile(w.f, w.size); terr == nil {
 			w.f.Sync()
 		}
 		return fmt.Errorf("append to %s: %w", w.f.Name(), err)

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 )
 
@@ -55,7 +56,7 @@ func LastSeq(path string) (int64, error) {
 // a line lost in a crash is appended again when the projection catches up.
 // On a failed write the file is truncated back to its previous size.
 func Append(path string, perm os.FileMode, msgs []events.Message) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return err
 	}
@@ -72,8 +73,8 @@ func Append(path string, perm os.FileMode, msgs []events.Message) error {
 		}
 		buf = append(buf, line...)
 	}
-	if _, err := f.WriteAt(buf, size); err != nil {
-		f.Truncate(size)
+	if _, err := fsys.WriteAt(f, buf, size); err != nil {
+		fsys.TruncateFile(f, size)
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
 	return nil

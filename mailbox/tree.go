@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/fsys"
 )
 
 // Types are the mail types of SPEC §5, in the mail-async vocabulary. Deliver
@@ -559,16 +560,19 @@ func treeSyncExisting(r *os.Root, rel string, sync bool) error {
 // through a link), writes data, sets mode perm exactly (whatever the umask)
 // and fsync(2)s it if sync. On any error the file is removed.
 func treeWriteTemp(r *os.Root, rel string, data []byte, perm os.FileMode, sync bool) error {
+	if err := fsys.Check(fsys.OpCreate, filepath.Join(r.Name(), rel)); err != nil {
+		return err
+	}
 	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	_, err = fsys.Write(f, data)
 	if err == nil {
 		err = f.Chmod(perm)
 	}
 	if err == nil && sync {
-		err = f.Sync()
+		err = fsys.SyncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -586,6 +590,9 @@ func treeWriteTemp(r *os.Root, rel string, data []byte, perm os.FileMode, sync b
 // that leaves a window in which a file created by someone else at the same
 // moment could be replaced.
 func treeLink(r *os.Root, oldname, newname string) error {
+	if err := fsys.Check(fsys.OpLink, filepath.Join(r.Name(), newname)); err != nil {
+		return err
+	}
 	err := r.Link(oldname, newname)
 	if err == nil || errors.Is(err, fs.ErrExist) {
 		return err
@@ -610,7 +617,7 @@ func treeSyncDir(r *os.Root, rel string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = fsys.SyncFile(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
@@ -840,6 +847,10 @@ func (t Tree) SetRead(agent, id string, read bool, sync bool) error {
 		if fi, err := r.Lstat(f.rel); err != nil || !os.SameFile(fi, f.info) {
 			r.Remove(tmp)
 			continue
+		}
+		if err := fsys.Check(fsys.OpRename, f.Path); err != nil {
+			r.Remove(tmp)
+			return fmt.Errorf("mark %s: %w", f.Path, err)
 		}
 		if err := r.Rename(tmp, f.rel); err != nil {
 			r.Remove(tmp)

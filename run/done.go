@@ -1,16 +1,19 @@
 package run
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -18,7 +21,7 @@ import (
 const DefaultDoneTimeout = 10 * time.Minute
 
 // Check is the outcome of a task's done-when command, stored in the
-// task.completed event (or shown by task verify).
+// task.completed event as {"check": Check} (or shown by task verify).
 type Check struct {
 	Command  string  `json:"command"`
 	ExitCode int     `json:"exitCode"`         // -1 when it did not exit (timeout, not startable)
@@ -27,14 +30,36 @@ type Check struct {
 	TimedOut bool    `json:"timedOut,omitempty"`
 }
 
-// CheckTail is how much of a check's output is kept, in bytes.
+// CheckTail is how much of a check's output is kept, in bytes. Only that
+// much is held in memory, however much the command prints.
 const CheckTail = 4096
 
+// CheckOf returns the done-when check stored in a task.completed event, or
+// nil when the event holds none.
+func CheckOf(e *events.Event) *Check {
+	if e.Type != events.TaskCompleted || len(e.Data) == 0 {
+		return nil
+	}
+	var d struct {
+		Check *Check `json:"check"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil {
+		return nil
+	}
+	return d.Check
+}
+
 // Verify runs the task's done-when command with sh -c in the directory the
-// run was created from, bounded by timeout (DefaultDoneTimeout when 0). It
-// returns the check and nil when the command exited 0, an error wrapping
-// crew.ErrConflict that shows the output otherwise. A task without a
-// done-when returns (nil, nil).
+// run was created from (Manifest.Dir), with CREW_RUN and CREW_TASK set,
+// standard input empty, bounded by timeout (DefaultDoneTimeout when 0). On
+// Unix the command runs in its own process group, and the whole group is
+// killed at the timeout, so a check's children do not outlive it.
+//
+// It returns the check and nil when the command exited 0, and an error
+// wrapping crew.ErrConflict that shows the tail of the output otherwise
+// (exit status, timeout, or a command that could not start). A task
+// without a done-when returns (nil, nil). If ctx is cancelled (Ctrl-C), the
+// error wraps ctx.Err(), not crew.ErrConflict.
 func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*Check, error) {
 	st, err := r.State()
 	if err != nil {
@@ -50,40 +75,86 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*Ch
 	if timeout <= 0 {
 		timeout = DefaultDoneTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if fi, err := os.Stat(r.Manifest.Dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("task %s: cannot run its check %q: the run's directory %s is gone (a check runs where the run was created): %w", t.ID, t.DoneWhen, r.Manifest.Dir, crew.ErrConflict)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", t.DoneWhen)
+	cmd := exec.CommandContext(cctx, "sh", "-c", t.DoneWhen)
 	cmd.Dir = r.Manifest.Dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = time.Second
+	cmd.Env = append(os.Environ(), "CREW_RUN="+r.ID(), "CREW_TASK="+t.ID)
+	out := &tailBuffer{max: CheckTail}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = time.Second // a child that keeps the output pipe open does not hold us
+	processGroup(cmd)
 	start := time.Now()
 	runErr := cmd.Run()
-	c := &Check{Command: t.DoneWhen, ExitCode: -1, Seconds: time.Since(start).Seconds()}
+	c := &Check{Command: t.DoneWhen, ExitCode: -1, Seconds: time.Since(start).Seconds(), Output: out.String()}
 	if cmd.ProcessState != nil {
 		c.ExitCode = cmd.ProcessState.ExitCode()
 	}
-	c.Output = string(tail(out.Bytes(), CheckTail))
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		c.TimedOut = true
-		return c, fmt.Errorf("task %s is not done: its check %q did not finish within %s:\n%s: %w", t.ID, t.DoneWhen, timeout, strings.TrimRight(c.Output, "\n"), crew.ErrConflict)
+	shown := strings.TrimRight(c.Output, "\n")
+	if shown != "" {
+		shown = ":\n" + shown
 	}
-	if runErr != nil {
-		return c, fmt.Errorf("task %s is not done: its check %q failed (%v):\n%s: %w", t.ID, t.DoneWhen, runErr, strings.TrimRight(c.Output, "\n"), crew.ErrConflict)
+	switch {
+	case ctx.Err() != nil && runErr != nil:
+		return c, fmt.Errorf("task %s: check %q interrupted: %w", t.ID, t.DoneWhen, ctx.Err())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		c.TimedOut, c.ExitCode = true, -1
+		return c, fmt.Errorf("task %s is not done: its check %q did not finish within %s (--done-timeout)%s: %w", t.ID, t.DoneWhen, timeout, shown, crew.ErrConflict)
+	case runErr != nil:
+		return c, fmt.Errorf("task %s is not done: its check %q failed (%v)%s: %w", t.ID, t.DoneWhen, runErr, shown, crew.ErrConflict)
 	}
 	return c, nil
 }
 
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
+// tailBuffer is an io.Writer that keeps only the last max bytes written.
+type tailBuffer struct {
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	extra bool // bytes were dropped from the front
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	if len(p) >= b.max {
+		b.buf = append(b.buf[:0], p[len(p)-b.max:]...)
+		b.extra = true
+		return n, nil
 	}
-	return b
+	if over := len(b.buf) + len(p) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+		b.extra = true
+	}
+	b.buf = append(b.buf, p...)
+	return n, nil
+}
+
+// String returns the kept bytes, starting at a whole UTF-8 character when
+// the front was cut.
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf
+	if b.extra {
+		for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+			if utf8.RuneStart(s[i]) {
+				s = s[i:]
+				break
+			}
+		}
+	}
+	return string(s)
 }
 
 // Complete completes a task: if it has a done-when command, Complete runs
 // it first (Verify) and refuses with crew.ErrConflict unless it exits 0;
-// the check's result is stored in the task.completed event.
+// the check's result is stored in the task.completed event. A task that
+// cannot complete in its current state is refused before its check runs.
 func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Duration) (*Task, *Check, error) {
 	// Refuse early, before a long check, when the task cannot complete.
 	st, err := r.State()
@@ -105,6 +176,8 @@ func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Durat
 	if check != nil {
 		data, _ = json.Marshal(map[string]any{"check": check})
 	}
-	done, err := r.Transition(ctx, id, task.Complete, actor, "", data)
+	// The check may have taken minutes: the transition is validated again
+	// under the run lock (the leader may have cancelled the task meanwhile).
+	done, err := r.Transition(context.WithoutCancel(ctx), id, task.Complete, actor, "", data)
 	return done, check, err
 }

@@ -23,7 +23,8 @@ type MailOptions struct {
 
 // SendMail delivers a message into an agent's mail tree (SPEC §5),
 // durably: the file and its directory are fsynced before it returns.
-// Errors: crew.ErrInvalid for a bad agent id, type, priority or body;
+// Errors: crew.ErrInvalid for a bad agent id, type, priority or body (or
+// neither body nor subject);
 // crew.ErrNotFound for a recipient without a mailbox.
 func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 	if err := crew.ValidateID("agent", o.To); err != nil {
@@ -52,6 +53,9 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 		if !utf8.ValidString(s) {
 			return mailbox.Mail{}, fmt.Errorf("mail is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 		}
+	}
+	if strings.TrimSpace(o.Body) == "" && strings.TrimSpace(o.Subject) == "" {
+		return mailbox.Mail{}, fmt.Errorf("empty mail: give a body (or - to read it from standard input) or a --subject: %w", crew.ErrInvalid)
 	}
 	if len(o.Body) > root.maxBody() {
 		return mailbox.Mail{}, fmt.Errorf("mail body is %d bytes, over the limit of %d bytes (--max-body): %w", len(o.Body), root.maxBody(), crew.ErrInvalid)

@@ -43,7 +43,7 @@ func getTask(st *State, id string) (*Task, error) {
 	}
 	for _, t := range st.Tasks {
 		if crew.SameID(t.ID, id) {
-			return nil, fmt.Errorf("no task %s in run %s (did you mean %s?): %w", id, "", t.ID, crew.ErrNotFound)
+			return nil, fmt.Errorf("no task %s in this run (did you mean %s?): %w", id, t.ID, crew.ErrNotFound)
 		}
 	}
 	return nil, fmt.Errorf("no task %s in this run (crew task list shows the tasks): %w", id, crew.ErrNotFound)
@@ -65,7 +65,8 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}
-	if err := r.root.MailTree().Create(spec.Agent); err != nil {
+	undo, err := r.root.createMailbox(spec.Agent)
+	if err != nil {
 		return nil, err
 	}
 	data, err := json.Marshal(spec)
@@ -81,6 +82,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 		return &events.Event{Type: events.TaskCreated, Task: id, Actor: actor, To: string(task.Pending), Data: data}, nil
 	})
 	if err != nil {
+		undo() // a mailbox made for a task that does not exist
 		return nil, err
 	}
 	return r.taskAfter(ev)

@@ -59,6 +59,7 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 		}
 	}
 	found := map[string]events.Message{}
+	damaged := map[string]bool{}
 	for file, minSeq := range files {
 		c, err := mailbox.Read(r.MailboxPath(file+".jsonl"), minSeq-1)
 		if err != nil {
@@ -70,13 +71,17 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 				break
 			}
 			if err != nil {
-				continue // damage in a projection: the log fallback below covers it
+				damaged[file] = true // the log fallback below covers it
+				continue
 			}
 			if _, ok := want[m.ID]; ok {
 				found[m.ID] = m
 			}
 		}
 		c.Close()
+	}
+	for file := range damaged {
+		r.healMailbox(file + ".jsonl")
 	}
 	out := make([]events.Message, 0, len(list))
 	for _, o := range list {
@@ -98,6 +103,18 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// healMailbox rebuilds from the log a mailbox file in which a reader met
+// damage, under the run lock. It is best effort: the reader has already
+// fallen back to the log, and a read-only state root is left as it is.
+func (r *Run) healMailbox(file string) {
+	fl, err := r.lock()
+	if err != nil {
+		return
+	}
+	defer fl.Unlock()
+	r.rebuildMailbox(file)
 }
 
 // eventAt reads the event with the given seq from the log.
@@ -158,6 +175,11 @@ func (r *Run) Inbox(ctx context.Context, participant string, o InboxOptions) ([]
 	}
 	if len(ids) > 0 && !o.Peek {
 		ev, err := r.MarkDelivered(ctx, participant, ids)
+		if errors.Is(err, crew.ErrDamaged) {
+			// Writers refuse a log whose last line is damaged until it is
+			// repaired; still show what could be read (as not delivered).
+			return msgs, err
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -133,6 +133,9 @@ func (r *Run) Repair(ctx context.Context) (*RepairReport, error) {
 		good = append(good, line...)
 		rep.RepairedSeq = seq
 		if err := writeAtomic(r.EventsPath(), good, r.root.Perm.File, true); err != nil {
+			if rep.Quarantine != "" {
+				os.Remove(rep.Quarantine) // the damaged bytes are still in the log
+			}
 			return nil, fmt.Errorf("rewrite %s: %w", r.EventsPath(), err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/mailbox"
 )
 
@@ -94,7 +95,7 @@ func mkdir(dir string, perm crew.Perm) error {
 	if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := os.Mkdir(dir, perm.Dir); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := fsys.Mkdir(dir, perm.Dir); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	return os.Chmod(dir, perm.Dir) // umask must not loosen or tighten the documented mode
@@ -190,9 +191,16 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.MailTree().Create(m.Leader); err != nil {
+	undo, err := r.createMailbox(m.Leader)
+	if err != nil {
 		return nil, err
 	}
+	created := false
+	defer func() {
+		if !created {
+			undo()
+		}
+	}()
 	// Build the run in a hidden directory, then rename it into place: the
 	// run appears whole or not at all.
 	tmp, err := os.MkdirTemp(r.runsDir(), ".new-"+m.ID+"-")
@@ -216,20 +224,53 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	if err := mkdir(filepath.Join(tmp, "mailbox"), r.Perm); err != nil {
 		return nil, err
 	}
+	for _, name := range mailbox.Files {
+		// Empty projections (not fsynced: the log can rebuild them), so
+		// that a mailbox file found missing later is known to be lost.
+		if err := os.WriteFile(filepath.Join(tmp, "mailbox", name), nil, r.Perm.File); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(filepath.Join(tmp, "mailbox", name), r.Perm.File); err != nil {
+			return nil, err
+		}
+	}
 	if err := syncDir(tmp); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(r.runsDir(), m.ID)
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := fsys.RenameFile(tmp, dir); err != nil {
 		if errors.Is(err, os.ErrExist) || isDir(dir) {
 			return nil, fmt.Errorf("run %s already exists: %w", m.ID, crew.ErrConflict)
 		}
 		return nil, err
 	}
 	if err := syncDir(r.runsDir()); err != nil {
+		os.Rename(dir, tmp) // not durable, so not created: take it back
 		return nil, err
 	}
+	created = true
 	return r.Open(m.ID)
+}
+
+// createMailbox makes agent's mailbox in the mail tree if it has none, and
+// returns a function that removes it again if this call made it, for an
+// operation that then fails: a failed operation leaves every file as it
+// was (SPEC §7.5). The function removes only empty directories.
+func (r *Root) createMailbox(agent string) (undo func(), err error) {
+	tree := r.MailTree()
+	if _, err := os.Lstat(tree.Dir(agent)); err == nil || crew.ValidateID("agent", agent) != nil {
+		// There already (or a link, which Create refuses): not ours to remove.
+		return func() {}, tree.Create(agent)
+	}
+	undo = func() {
+		os.Remove(filepath.Join(tree.Dir(agent), mailbox.ArchiveDir))
+		os.Remove(tree.Dir(agent))
+	}
+	if err := tree.Create(agent); err != nil {
+		undo()
+		return nil, err
+	}
+	return undo, nil
 }
 
 // runIDs lists the run directories (hidden ones, runs being created, are
@@ -322,16 +363,18 @@ func (r *Root) Latest() (*Run, error) {
 // writeFileSync creates path exclusively with mode perm, writes data and
 // fsyncs it.
 func writeFileSync(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := fsys.Write(f, data); err != nil {
 		f.Close()
+		os.Remove(path) // created above (O_EXCL): a failure leaves nothing
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsys.SyncFile(f); err != nil {
 		f.Close()
+		os.Remove(path)
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -348,7 +391,7 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := fsys.SyncFile(d); err != nil {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 // output it is {"id","title","agent","status","createdAt","updatedAt",...}.
 type Task struct {
 	ID          string       `json:"id"`
-	Title       string       `json:"title,omitempty"`
+	Title       string       `json:"title"` // always present, "" when none: part of the --json shape (SPEC §6)
 	Agent       string       `json:"agent"`
 	Status      task.State   `json:"status"`
 	CreatedAt   events.Time  `json:"createdAt"`
@@ -132,7 +132,7 @@ func (s *State) apply(e *events.Event) error {
 			at := e.At
 			t.EndedAt, t.Reason = &at, e.Reason
 		case task.Pending:
-			t.Reason = ""
+			t.Reason, t.EndedAt = "", nil // retried: it has not ended now
 		}
 		if t.Question != "" && t.Status != task.Waiting {
 			// The question is answered, timed out or moot: close it.

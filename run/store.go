@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/gofrs/flock"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
 )
@@ -175,10 +178,29 @@ func (r *Run) commitBatch(batch []*op) error {
 	// them behind the log, and the next writer catches up.
 	caughtUp = append(caughtUp, evs...)
 	if len(caughtUp) > 0 {
-		r.project(st, caughtUp)
+		if err := r.project(st, caughtUp); ioFailure(err) {
+			// A projection could not be written (a full disk, say): leave
+			// tasks.json behind, so that the next writer replays these
+			// events and projects them again (every step is idempotent).
+			r.dropCache()
+			return nil
+		}
 		r.writeSnapshot(st)
 	}
 	return nil
+}
+
+// ioFailure reports whether err holds an error of the OS (no space, an I/O
+// error, a read-only file system), as opposed to a refusal such as a
+// symbolic link crew does not write through, which trying again would not
+// cure.
+func ioFailure(err error) bool {
+	var (
+		pe    *fs.PathError
+		le    *os.LinkError
+		errno syscall.Errno
+	)
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &errno)
 }
 
 func (r *Run) dropCache() {
@@ -318,18 +340,18 @@ func (r *Run) writeSnapshot(st *State) error {
 // directory after.
 func writeAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	f, err := fsys.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
+	if _, err := fsys.Write(f, data); err != nil {
 		f.Close()
 		return err
 	}
 	if sync {
-		if err := f.Sync(); err != nil {
+		if err := fsys.SyncFile(f); err != nil {
 			f.Close()
 			return err
 		}
@@ -340,7 +362,7 @@ func writeAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
 	if err := os.Chmod(tmp, perm); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.RenameFile(tmp, path); err != nil {
 		return err
 	}
 	if sync {
@@ -385,7 +407,7 @@ func completeSize(path string, _ int64) (int64, error) {
 // mailbox files, the mail tree, and the read flags in it. Every step is
 // idempotent (a mailbox line is appended only past the file's last seq; a
 // mail file keeps its name), so replaying an event twice is harmless.
-func (r *Run) project(st *State, evs []*events.Event) {
+func (r *Run) project(st *State, evs []*events.Event) error {
 	last := map[string]int64{}
 	lines := map[string][]events.Message{}
 	for _, e := range evs {
@@ -393,8 +415,8 @@ func (r *Run) project(st *State, evs []*events.Event) {
 			file := mailbox.FileFor(m)
 			if _, ok := last[file]; !ok {
 				seq, err := mailbox.LastSeq(r.MailboxPath(file))
-				if err != nil {
-					seq = -1 // damaged: rebuilt below
+				if _, serr := os.Lstat(r.MailboxPath(file)); err != nil || errors.Is(serr, os.ErrNotExist) {
+					seq = -1 // damaged, or lost (Create makes every mailbox file): rebuilt below
 				}
 				last[file] = seq
 			}
@@ -403,39 +425,46 @@ func (r *Run) project(st *State, evs []*events.Event) {
 			}
 		}
 	}
-	r.projectTree(st, evs)
+	errs := []error{r.projectTree(st, evs)}
+	if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {
+		return errors.Join(append(errs, err)...) // e.g. a symbolic link: not written through
+	}
 	for file, seq := range last {
 		if seq < 0 {
-			r.rebuildMailbox(file)
+			errs = append(errs, r.rebuildMailbox(file))
 			continue
 		}
 		if len(lines[file]) > 0 {
-			mailbox.Append(r.MailboxPath(file), r.root.Perm.File, lines[file])
+			errs = append(errs, mailbox.Append(r.MailboxPath(file), r.root.Perm.File, lines[file]))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // projectTree delivers the mail-tree copies of the events' messages and
-// sets the read flags of those delivered or acknowledged.
-func (r *Run) projectTree(st *State, evs []*events.Event) {
+// sets the read flags of those delivered or acknowledged. It returns the
+// errors met, joined.
+func (r *Run) projectTree(st *State, evs []*events.Event) error {
 	tree := r.root.MailTree()
+	var errs []error
 	for _, e := range evs {
 		if m := e.Message; m != nil {
 			for _, agent := range r.recipients(st, e) {
-				r.deliverCopy(tree, agent, m)
+				errs = append(errs, r.deliverCopy(tree, agent, m))
 			}
 		}
 		if e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged {
 			agent := r.agentOf(st, e.Task)
 			for _, id := range e.MessageIDs {
-				tree.SetRead(agent, id, true, false)
+				errs = append(errs, tree.SetRead(agent, id, true, false))
 			}
 		}
 		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo != "" {
 			// A response answers the question: the leader has seen it.
-			tree.SetRead(r.Manifest.Leader, e.Message.ReplyTo, true, false)
+			errs = append(errs, tree.SetRead(r.Manifest.Leader, e.Message.ReplyTo, true, false))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // rebuildMailbox rewrites one mailbox file from the log.
@@ -505,15 +534,16 @@ var mailTypes = map[string]string{
 // deliverCopy delivers the mail-tree copy of a run message. It is a
 // projection of the fsynced log, so it is not fsynced itself (SPEC §5); a
 // copy lost in a crash is delivered again, under the same name.
-func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message) {
+func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message) error {
 	if !tree.Exists(agent) {
 		if err := tree.Create(agent); err != nil {
-			return
+			return err
 		}
 	}
 	subject := fmt.Sprintf("%s from %s (run %s, task %s)", m.Kind, m.From, m.Run, m.Task)
-	tree.Deliver(agent, mailbox.Mail{
+	_, err := tree.Deliver(agent, mailbox.Mail{
 		ID: m.ID, From: m.From, To: agent, Type: mailTypes[m.Kind], Subject: subject, Body: m.Body,
 		Timestamp: m.SentAt.Time, Priority: m.Priority, Run: m.Run, Task: m.Task, Kind: m.Kind,
 	}, false)
+	return err
 }

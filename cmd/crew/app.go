@@ -37,9 +37,9 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Name:  "crew",
 		Usage: "coordinate a leader agent and its workers through durable JSONL mailboxes",
 		UsageText: `crew init
-   crew run create --id r1 && crew task add t1 --run r1
-   CREW_RUN=r1 CREW_TASK=t1 crew ask "Which database?" --wait
-   crew respond t1 "Use Postgres." --run r1`,
+crew run create --id r1 && crew task add t1 --run r1
+CREW_RUN=r1 CREW_TASK=t1 crew ask "Which database?" --wait
+crew respond t1 "Use Postgres." --run r1`,
 		Version:              version,
 		Flags:                globalFlags,
 		Reader:               stdin,
@@ -48,17 +48,20 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main reports errors and exits
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(stderr, "crew: unknown command %q; crew --help lists the commands\n", name)
-			os.Exit(exitInvalid)
-		},
-		OnUsageError: usageError,
-		Commands:     commands(),
+		// Main turns this into an error (exit 2, JSON with --json).
+		CommandNotFound: func(c *cli.Context, name string) { c.App.Metadata[unknownCommand] = name },
+		Metadata:        map[string]any{},
+		OnUsageError:    usageError,
+		Commands:        commands(),
 	}
 	app.Setup()
 	setUsageErrors(app.Commands)
 	return app
 }
+
+// unknownCommand is the App.Metadata key under which CommandNotFound
+// leaves the name it did not find.
+const unknownCommand = "unknownCommand"
 
 func usageError(_ *cli.Context, err error, _ bool) error {
 	return fmt.Errorf("%v (see --help): %w", err, crew.ErrInvalid)
@@ -87,9 +90,11 @@ func commands() []*cli.Command {
 // reorder moves flags ahead of positional arguments, so that flags may
 // stand anywhere (urfave/cli v2 stops parsing flags at the first
 // positional argument), and global flags ahead of the command name. "--"
-// ends flags: everything after it stays positional.
+// ends flags: everything after it stays positional. --help stays with the
+// command it is given to.
 func reorder(app *cli.App, args []string) []string {
 	var globals, path, flags, positional []string
+	help := false
 	cmds := app.Commands
 	var cur *cli.Command
 	isBool := func(name string, fs []cli.Flag) (known, boolean bool) {
@@ -106,7 +111,10 @@ func reorder(app *cli.App, args []string) []string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			positional = append(positional, args[i:]...)
+			// The "--" itself is dropped: one is added before all the
+			// positional arguments below, so an earlier positional (crew
+			// steer t1 -- -x) does not leave it standing as an argument.
+			positional = append(positional, args[i+1:]...)
 			break
 		}
 		if len(a) > 1 && a[0] == '-' {
@@ -120,13 +128,18 @@ func reorder(app *cli.App, args []string) []string {
 					*dst = append(*dst, args[i])
 				}
 			}
-			if known, b := isBool(name, app.Flags); known {
+			isHelp := name == "help" || name == "h"
+			help = help || isHelp
+			if known, b := isBool(name, app.Flags); known && !isHelp {
 				take(&globals, b)
 				continue
 			}
-			var fs []cli.Flag
+			// --help stays with its command (crew task add --help shows
+			// task add's help). A flag before the command name (crew --run
+			// r1 task list) is judged by the commands that define it.
+			fs := allFlags(app.Commands)
 			if cur != nil {
-				fs = cur.Flags
+				fs = append(append([]cli.Flag{}, cur.Flags...), app.Flags...)
 			}
 			known, b := isBool(name, fs)
 			if !known {
@@ -152,10 +165,25 @@ func reorder(app *cli.App, args []string) []string {
 	}
 	out := append(globals, path...)
 	out = append(out, flags...)
-	if len(positional) > 0 && positional[0] != "--" {
+	if help {
+		// cli would take the first argument for a subcommand to show help
+		// on; the help asked for is the command's.
+		positional = nil
+	}
+	if len(positional) > 0 {
 		out = append(out, "--")
 	}
 	return append(out, positional...)
+}
+
+// allFlags returns the flags of cmds and of all their subcommands.
+func allFlags(cmds []*cli.Command) []cli.Flag {
+	var fs []cli.Flag
+	for _, c := range cmds {
+		fs = append(fs, c.Flags...)
+		fs = append(fs, allFlags(c.Subcommands)...)
+	}
+	return fs
 }
 
 // env is what a command's action needs: the parsed context, the streams

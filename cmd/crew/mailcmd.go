@@ -15,7 +15,7 @@ func mailCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "mail",
 		Usage:     "the per-agent mail tree: one JSON file per message (mail-async compatible)",
-		UsageText: "crew mail send --to reviewer --from builder \"PR #12 is ready\"\n   crew mail check reviewer --unread\n   crew mail archive --older-than 24h",
+		UsageText: "crew mail send --to reviewer --from builder \"PR #12 is ready\"\ncrew mail check reviewer --unread\ncrew mail archive --older-than 24h",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "send",
@@ -23,7 +23,7 @@ func mailCommand() *cli.Command {
 				UsageText: "crew mail send --to reviewer --from builder --type merge_notification --subject \"PR #12\" \"ready to merge\"",
 				ArgsUsage: "[BODY|-]",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "to", Usage: "recipient agent `NAME`", Required: true},
+					&cli.StringFlag{Name: "to", Usage: "recipient agent `NAME` (required)"},
 					&cli.StringFlag{Name: "from", Usage: "sender agent `NAME` (default: --as / CREW_AGENT, else leader)"},
 					&cli.StringFlag{Name: "type", Usage: "`TYPE`: work_assignment, completion_report, merge_notification, health_escalation or coordination", Value: "coordination"},
 					&cli.StringFlag{Name: "subject", Usage: "one-line `SUBJECT` (default: the body's first line)"},
@@ -32,6 +32,11 @@ func mailCommand() *cli.Command {
 				},
 				Action: func(c *cli.Context) error {
 					e := newEnv(c)
+					if c.String("to") == "" {
+						// Checked here, not by cli's Required, so that it is
+						// a usage error (exit 2) like every other.
+						return fmt.Errorf("mail send needs --to AGENT: %w", crew.ErrInvalid)
+					}
 					root, err := e.root()
 					if err != nil {
 						return err
@@ -57,7 +62,7 @@ func mailCommand() *cli.Command {
 			{
 				Name:      "check",
 				Usage:     "list an agent's messages (all agents when none is named)",
-				UsageText: "crew mail check reviewer\n   crew mail check --unread --json",
+				UsageText: "crew mail check reviewer\ncrew mail check --unread --json",
 				ArgsUsage: "[AGENT]",
 				Flags: []cli.Flag{asFlag,
 					&cli.BoolFlag{Name: "unread", Usage: "only unread messages"},
@@ -91,7 +96,7 @@ func mailCommand() *cli.Command {
 			{
 				Name:      "archive",
 				Usage:     "move old read messages into archive/ (never an unread one unless --include-unread)",
-				UsageText: "crew mail archive --older-than 24h\n   crew mail archive reviewer --older-than 7d --include-unread",
+				UsageText: "crew mail archive --older-than 24h\ncrew mail archive reviewer --older-than 7d --include-unread",
 				ArgsUsage: "[AGENT]",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "older-than", Usage: "archive messages older than `DURATION`", Value: "24h"},

@@ -11,7 +11,7 @@ func repairCommand() *cli.Command {
 		Name:  "repair",
 		Usage: "verify the log, quarantine damaged bytes (nothing is deleted) and rebuild every projection",
 		UsageText: "crew repair r1\n" +
-			"   crew repair --json",
+			"crew repair --json",
 		ArgsUsage: "[RUN]",
 		Flags:     []cli.Flag{runFlag},
 		Action: func(c *cli.Context) error {

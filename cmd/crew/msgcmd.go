@@ -61,7 +61,7 @@ func messageCommands() []*cli.Command {
 			Name:  "ask",
 			Usage: "ask the leader a question (worker): prints the question id, or with --wait blocks and prints the answer",
 			UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew ask \"Which database?\" --wait\n" +
-				"   crew ask --task t1 - --wait --timeout 10m < question.txt",
+				"crew ask --task t1 - --wait --timeout 10m < question.txt",
 			ArgsUsage: "[BODY|-]",
 			Flags: []cli.Flag{runFlag, taskFlag, asFlag, priorityFlag,
 				&cli.BoolFlag{Name: "wait", Usage: "block until the leader responds, then print the response"},
@@ -99,13 +99,13 @@ func messageCommands() []*cli.Command {
 			},
 		},
 		leaderSend("respond", events.KindResponse, "answer a waiting task's open question and unblock its worker (leader)",
-			"crew respond t1 \"Use Postgres.\"\n   crew respond t1 - < answer.md"),
+			"crew respond t1 \"Use Postgres.\"\ncrew respond t1 - < answer.md"),
 		leaderSend("steer", events.KindSteer, "redirect a worker at its next safe point (leader)",
 			"crew steer t2 \"Stop refactoring; fix the failing test first.\""),
 		leaderSend("follow-up", events.KindFollowUp, "queue work for after the worker's current step (leader)",
 			"crew follow-up t2 \"When done, also update the changelog.\""),
 		leaderSend("nudge", events.KindNudge, "ask a quiet worker to report its status (leader)",
-			"crew nudge t3\n   crew nudge t3 \"Are you stuck?\" --priority high"),
+			"crew nudge t3\ncrew nudge t3 \"Are you stuck?\" --priority high"),
 		{
 			Name:      "broadcast",
 			Usage:     "send a message to every task that has not ended (leader)",
@@ -136,7 +136,7 @@ func messageCommands() []*cli.Command {
 		{
 			Name:      "report",
 			Usage:     "tell the leader something without waiting (worker)",
-			UsageText: "crew report \"vet is clean\"\n   crew report --priority urgent \"the build server is down\"",
+			UsageText: "crew report \"vet is clean\"\ncrew report --priority urgent \"the build server is down\"",
 			ArgsUsage: "[BODY|-]",
 			Flags:     []cli.Flag{runFlag, taskFlag, asFlag, priorityFlag},
 			Action: func(c *cli.Context) error {

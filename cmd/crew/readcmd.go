@@ -25,7 +25,7 @@ func readCommands() []*cli.Command {
 			Name:  "inbox",
 			Usage: "a worker's messages not yet acknowledged (inbox, steering, broadcasts); marks them delivered",
 			UsageText: "CREW_TASK=t1 crew inbox\n" +
-				"   crew inbox --task t1 --unread --json\n   crew inbox --task t1 --follow",
+				"crew inbox --task t1 --unread --json\ncrew inbox --task t1 --follow",
 			Flags: []cli.Flag{runFlag, taskFlag, sinceFlag, followFlag,
 				&cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"},
 			},
@@ -41,7 +41,7 @@ func readCommands() []*cli.Command {
 		{
 			Name:      "outbox",
 			Usage:     "the leader's view: what workers sent (questions, reports) not yet acknowledged; marks them delivered",
-			UsageText: "crew outbox\n   crew outbox --since 40 --follow --json",
+			UsageText: "crew outbox\ncrew outbox --since 40 --follow --json",
 			Flags: []cli.Flag{runFlag, sinceFlag, followFlag,
 				&cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"},
 			},
@@ -50,7 +50,7 @@ func readCommands() []*cli.Command {
 		{
 			Name:      "ack",
 			Usage:     "acknowledge messages addressed to you (a worker with --task, else the leader)",
-			UsageText: "crew ack 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f\n   crew inbox --task t1 --json | jq -r .id | xargs crew ack --task t1",
+			UsageText: "crew ack 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f\ncrew inbox --task t1 --json | jq -r .id | xargs crew ack --task t1",
 			ArgsUsage: "MSG_ID...",
 			Flags:     []cli.Flag{runFlag, taskFlag},
 			Action: func(c *cli.Context) error {
@@ -89,8 +89,8 @@ func readCommands() []*cli.Command {
 		{
 			Name:  "pending",
 			Usage: "what is open for you: for the leader, waiting tasks and urgent reports; for a worker (--task), its unacknowledged messages",
-			UsageText: "crew pending\n   crew pending --task t1 --json\n" +
-				"   crew pending --json | jq -r 'select(.kind==\"waiting\") | .task.id'",
+			UsageText: "crew pending\ncrew pending --task t1 --json\n" +
+				"crew pending --json | jq -r 'select(.kind==\"waiting\") | .task.id'",
 			Flags: []cli.Flag{runFlag, taskFlag},
 			Action: func(c *cli.Context) error {
 				e := newEnv(c)
@@ -124,7 +124,7 @@ func readCommands() []*cli.Command {
 		{
 			Name:      "events",
 			Usage:     "print the run's event log (the source of truth)",
-			UsageText: "crew events\n   crew events --since 120 --type task.waiting --json\n   crew events --follow",
+			UsageText: "crew events\ncrew events --since 120 --type task.waiting --json\ncrew events --follow",
 			Flags: []cli.Flag{runFlag, sinceFlag, followFlag,
 				&cli.StringSliceFlag{Name: "type", Usage: "only events of `TYPE` (repeatable), e.g. task.waiting"},
 			},

@@ -1,38 +1,41 @@
 package main
 
 import (
-	"fmt"
+	"bufio"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/crew-dev/crew"
+	reports "github.com/crew-dev/crew/report"
 )
 
 func reportCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "report",
-		Usage:     "write a report of the run: markdown, junit, mermaid or json",
-		UsageText: "crew run report r1 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n   crew run report --format junit > crew-junit.xml",
+		Name:  "report",
+		Usage: "write a report of the run: markdown (job summary), junit (XML for test reporters), mermaid (sequence diagram) or json (the whole run)",
+		UsageText: "crew run report r1 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n" +
+			"crew run report --format junit > crew-junit.xml\n" +
+			"crew run report --format mermaid\n" +
+			"crew run report --format json | jq '.tasks[] | {id, status, seconds}'",
 		ArgsUsage: "[RUN]",
 		Flags: []cli.Flag{runFlag,
-			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: markdown, junit, mermaid or json", Value: "markdown"},
+			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: markdown, junit, mermaid or json", Value: reports.FormatMarkdown},
 		},
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)
+			format := c.String("format")
+			if err := reports.CheckFormat(format); err != nil {
+				return err
+			}
 			r, err := e.runArg()
 			if err != nil {
 				return err
 			}
-			st, err := r.State()
-			if err != nil {
-				return err
+			w := bufio.NewWriter(e.stdout)
+			err = reports.Render(w, r, format)
+			if ferr := w.Flush(); err == nil {
+				err = ferr
 			}
-			switch c.String("format") {
-			case "json":
-				return e.emit(map[string]any{"manifest": r.Manifest, "tasks": st.TaskList()}, "")
-			default:
-				return fmt.Errorf("unknown report format %q: use markdown, junit, mermaid or json: %w", c.String("format"), crew.ErrInvalid)
-			}
+			return err
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/crew-dev/crew"
+	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/task"
 )
@@ -19,12 +20,17 @@ func initCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "init",
 		Usage:     "create a .crew state root in the working directory (or --dir)",
-		UsageText: "crew init\n   crew init --dir /tmp/crew-state",
+		UsageText: "crew init\ncrew init --dir /tmp/crew-state",
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)
 			dir := c.String("dir")
 			if dir == "" {
 				dir = "."
+			}
+			// Like git init DIR: a directory that does not exist yet is
+			// created (with the umask's modes; .crew itself gets crew's).
+			if err := os.MkdirAll(dir, 0o777); err != nil {
+				return err
 			}
 			root, err := run.Init(dir, e.perm())
 			if err != nil {
@@ -39,7 +45,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "create, list, show, wait for and report on runs",
-		UsageText: "crew run create --id r1 --title \"fix the build\"\n   crew run list\n   crew run wait r1 --timeout 30m",
+		UsageText: "crew run create --id r1 --title \"fix the build\"\ncrew run list\ncrew run wait r1 --timeout 30m",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "create",
@@ -55,6 +61,13 @@ func runCommand() *cli.Command {
 					if c.Args().Len() > 0 {
 						return fmt.Errorf("run create takes no arguments (use --id): %w", crew.ErrInvalid)
 					}
+					if c.IsSet("id") {
+						// An empty --id is a mistake (an unset variable), not a
+						// request for a generated id.
+						if err := crew.ValidateID("run", c.String("id")); err != nil {
+							return err
+						}
+					}
 					root, err := e.root()
 					if err != nil {
 						return err
@@ -69,7 +82,7 @@ func runCommand() *cli.Command {
 			{
 				Name:      "list",
 				Usage:     "list runs, oldest first",
-				UsageText: "crew run list\n   crew run list --json | jq -r .id",
+				UsageText: "crew run list\ncrew run list --json | jq -r .id",
 				Action: func(c *cli.Context) error {
 					e := newEnv(c)
 					root, err := e.root()
@@ -94,6 +107,9 @@ func runCommand() *cli.Command {
 							fmt.Sprintf("%-28s %-40s %s", m.ID, escape(m.Title), sum)); err != nil {
 							return err
 						}
+						if err := st.Err(); err != nil {
+							bad = append(bad, fmt.Errorf("run %s: %w", m.ID, err))
+						}
 					}
 					for _, b := range bad {
 						fmt.Fprintf(e.stderr, "crew: %s\n", escape(b.Error()))
@@ -107,7 +123,7 @@ func runCommand() *cli.Command {
 			{
 				Name:      "show",
 				Usage:     "show a run and its tasks",
-				UsageText: "crew run show r1\n   crew run show --json",
+				UsageText: "crew run show r1\ncrew run show --json",
 				ArgsUsage: "[RUN]",
 				Flags:     []cli.Flag{runFlag},
 				Action: func(c *cli.Context) error {
@@ -122,7 +138,10 @@ func runCommand() *cli.Command {
 					}
 					m := r.Manifest
 					if e.json {
-						return e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}, "")
+						if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}, ""); err != nil {
+							return err
+						}
+						return st.Err()
 					}
 					fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
 						m.ID, escape(m.Title), m.Leader, m.CreatedAt, escape(m.Dir), st.Seq, summary(st))
@@ -134,7 +153,7 @@ func runCommand() *cli.Command {
 				Name:  "wait",
 				Usage: "block until every task has ended: exit 0 if all completed, 6 if any failed or was cancelled, 5 on timeout",
 				UsageText: "crew run wait r1 --timeout 30m\n" +
-					"   crew run wait && echo all done",
+					"crew run wait && echo all done",
 				ArgsUsage: "[RUN]",
 				Flags: []cli.Flag{runFlag,
 					&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
@@ -170,34 +189,41 @@ func (e *env) runArg() (*run.Run, error) {
 }
 
 // summary is a one-line count of task states: "3/5 done · 1 waiting".
-func summary(st *run.State) string {
-	counts := map[task.State]int{}
-	done := 0
-	for _, t := range st.Tasks {
-		counts[t.Status]++
-		if t.Status.Terminal() {
-			done++
-		}
-	}
-	parts := []string{fmt.Sprintf("%d/%d done", done, len(st.Tasks))}
-	for _, s := range task.States {
-		if counts[s] > 0 && s != task.Completed {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
-		}
-	}
-	return strings.Join(parts, " · ")
-}
+func summary(st *run.State) string { return reports.Summary(st) }
 
-// progressLine is summary plus what a waiting task asks.
-func progressLine(st *run.State) string {
+// progressLine is the run's summary and what the oldest open question
+// asks: `3/5 done · 1 waiting: t2 asks "Which DB?"`, with "(+N more)" when
+// several tasks wait. waiting is run.Pending's list, oldest first.
+func progressLine(st *run.State, waiting []run.Waiting) string {
 	line := summary(st)
-	for _, t := range st.TaskList() {
-		if t.Status == task.Waiting {
-			line += fmt.Sprintf(": %s waits", t.ID)
-			break
+	if len(waiting) > 0 {
+		w := waiting[0]
+		line += fmt.Sprintf(": %s asks %q", w.Task.ID, shorten(strings.Join(strings.Fields(w.Question.Body), " "), 60))
+		if len(waiting) > 1 {
+			line += fmt.Sprintf(" (+%d more)", len(waiting)-1)
 		}
 	}
 	return line
+}
+
+// waitingKey names the open questions of st, to tell when they change.
+func waitingKey(st *run.State) string {
+	var qs []string
+	for _, t := range st.TaskList() {
+		if t.Status == task.Waiting {
+			qs = append(qs, t.Question)
+		}
+	}
+	return strings.Join(qs, ",")
+}
+
+// fit cuts a progress line to a terminal's width, so that "\r" can
+// redraw it (a line that wraps cannot be redrawn).
+func fit(line string, width int) string {
+	if width <= 1 {
+		return line
+	}
+	return shorten(line, width-1)
 }
 
 func runWait(c *cli.Context) error {
@@ -216,17 +242,28 @@ func runWait(c *cli.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	tty := false
+	tty, width := false, 0
 	if f, ok := e.stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
+		width, _, _ = term.GetSize(int(f.Fd()))
 	}
-	var last string
+	var last, lastKey string
 	var lastAt time.Time
+	var waiting []run.Waiting
 	progress := func(st *run.State) {
-		line := progressLine(st)
+		if key := waitingKey(st); key != lastKey {
+			// Read the questions' bodies only when the open ones change.
+			waiting, lastKey = nil, key
+			if key != "" {
+				if p, err := r.Pending(run.Leader); p != nil && err == nil {
+					waiting = p.Waiting
+				}
+			}
+		}
+		line := progressLine(st, waiting)
 		switch {
 		case tty:
-			fmt.Fprintf(e.stderr, "\r\x1b[K%s", line)
+			fmt.Fprintf(e.stderr, "\r\x1b[K%s", fit(escape(line), width))
 		case line != last || time.Since(lastAt) > 30*time.Second:
 			fmt.Fprintf(e.stderr, "crew: run %s: %s\n", r.ID(), escape(line))
 		default:

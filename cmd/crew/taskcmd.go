@@ -58,7 +58,7 @@ func taskCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "task",
 		Usage:     "add, list and move tasks through their states",
-		UsageText: "crew task add t1 --title \"run go vet\" --agent vetter\n   crew task list\n   crew task complete t1",
+		UsageText: "crew task add t1 --title \"run go vet\" --agent vetter\ncrew task list\ncrew task complete t1",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "add",
@@ -93,7 +93,7 @@ func taskCommand() *cli.Command {
 			{
 				Name:      "list",
 				Usage:     "list the run's tasks",
-				UsageText: "crew task list\n   crew task list --json | jq -r 'select(.status==\"waiting\") | .id'",
+				UsageText: "crew task list\ncrew task list --json | jq -r 'select(.status==\"waiting\") | .id'",
 				Flags:     []cli.Flag{runFlag},
 				Action: func(c *cli.Context) error {
 					e := newEnv(c)
@@ -120,7 +120,7 @@ func taskCommand() *cli.Command {
 			{
 				Name:      "show",
 				Usage:     "show one task",
-				UsageText: "crew task show t1\n   crew task show t1 --json",
+				UsageText: "crew task show t1\ncrew task show t1 --json",
 				ArgsUsage: "[TASK]",
 				Flags:     []cli.Flag{runFlag, taskFlag},
 				Action: func(c *cli.Context) error {
@@ -138,7 +138,10 @@ func taskCommand() *cli.Command {
 						return fmt.Errorf("no task %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
 					}
 					if e.json {
-						return e.emit(t, "")
+						if err := e.emit(t, ""); err != nil {
+							return err
+						}
+						return st.Err()
 					}
 					fmt.Fprintf(e.stdout, "task       %s\ntitle      %s\nagent      %s\nstatus     %s\ncreated    %s\nupdated    %s\nquestions  %d\n",
 						t.ID, escape(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
@@ -154,7 +157,7 @@ func taskCommand() *cli.Command {
 					return st.Err()
 				},
 			},
-			transition(task.Start, "start a pending task (worker)", "crew task start t1\n   CREW_TASK=t1 crew task start"),
+			transition(task.Start, "start a pending task (worker)", "crew task start t1\nCREW_TASK=t1 crew task start"),
 			transition(task.Complete, "complete a running task; runs its done-when check first", "crew task complete t1"),
 			transition(task.Fail, "fail a task that has not ended", "crew task fail t1 --reason \"tests do not build\""),
 			transition(task.Cancel, "cancel a task that has not ended (leader)", "crew task cancel t1 --reason \"not needed\""),

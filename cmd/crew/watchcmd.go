@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,17 +13,22 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
 )
 
 func watchCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "watch",
-		Usage: "follow message arrivals in a run and run CMD once per message, the message JSON on its stdin",
-		UsageText: "crew watch --agent t1 --exec 'tmux send-keys -t worker1 \"crew inbox\" Enter'\n" +
-			"   crew watch --json",
+		Name: "watch",
+		Usage: "follow message arrivals in a run (all, or an agent's) and print each, or run CMD once per message " +
+			"with the message as JSON on its stdin and CREW_MESSAGE_ID, CREW_RUN, CREW_TASK, CREW_KIND set",
+		UsageText: "crew watch --agent t1 --exec 'tmux send-keys -t crew:t1 -l \"[crew] $CREW_KIND for $CREW_TASK: run crew inbox\"; tmux send-keys -t crew:t1 Enter'\n" +
+			"crew watch --agent leader --exec ./answer.sh\n" +
+			"crew watch --json\n" +
+			"crew watch --agent t1 --count 1 --json   # block until the next message for t1",
 		Flags: []cli.Flag{runFlag, sinceFlag,
-			&cli.StringFlag{Name: "agent", Usage: "only messages to agent (or task) `NAME`; leader for what workers send"},
-			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (env CREW_MESSAGE_ID, CREW_RUN, CREW_TASK, CREW_KIND)"},
+			&cli.StringFlag{Name: "agent", Usage: "only messages to `NAME`: a task id, a task's agent (all its tasks), or the leader (what workers send)"},
+			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (sh -c); a failing CMD is reported and watching goes on"},
+			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages (default: follow until interrupted)"},
 		},
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)
@@ -36,14 +42,20 @@ func watchCommand() *cli.Command {
 					return err
 				}
 			}
+			if c.Int("count") < 0 || c.Int64("since") < 0 {
+				return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
+			}
+			st, err := r.State()
+			if err != nil {
+				return err
+			}
 			since := c.Int64("since")
 			if !c.IsSet("since") {
-				// Only what arrives from now on.
-				st, err := r.State()
-				if err != nil {
-					return err
-				}
-				since = st.Seq
+				since = st.Seq // only what arrives from now on
+			}
+			f := newWatchFilter(r.Manifest.Leader, agent, st)
+			if agent != "" && !f.leaderSide() && len(f.tasks) == 0 {
+				fmt.Fprintf(e.stderr, "crew: watch: run %s has no task for agent %s yet; watching for one\n", r.ID(), agent)
 			}
 			cur, err := events.Read(r.EventsPath(), since)
 			if err != nil {
@@ -52,7 +64,7 @@ func watchCommand() *cli.Command {
 			defer cur.Close()
 			w := r.Watch()
 			defer w.Close()
-			for {
+			for seen := 0; c.Int("count") == 0 || seen < c.Int("count"); {
 				ev, err := cur.Next()
 				if err == io.EOF {
 					if err := w.Wait(c.Context); err != nil {
@@ -66,45 +78,97 @@ func watchCommand() *cli.Command {
 				} else if err != nil {
 					return err
 				}
-				m := ev.Message
-				if m == nil || !e.addressedTo(r.Manifest.Leader, agent, m) {
+				f.learn(&ev)
+				taskID, ok := f.match(&ev)
+				if !ok {
 					continue
 				}
+				m := *ev.Message
+				if m.To == events.Broadcast && agent != "" {
+					m.To = taskID // this agent's copy, as crew inbox shows it
+				}
+				seen++
 				if cmd := c.String("exec"); cmd != "" {
-					e.execFor(cmd, m)
+					e.execFor(cmd, &m, taskID)
 					continue
 				}
-				if err := e.emit(m, messageText(m)); err != nil {
+				if err := e.emit(&m, messageText(&m)); err != nil {
 					return err
 				}
 			}
+			return nil
 		},
 	}
 }
 
-// addressedTo reports whether m is for agent ("" matches all): the leader
-// by its name or "leader", a task by its id or its agent's name.
-func (e *env) addressedTo(leader, agent string, m *events.Message) bool {
-	switch {
-	case agent == "":
-		return true
-	case m.Direction == events.Outbox:
-		return agent == leader || agent == "leader"
-	case m.To == events.Broadcast:
-		return agent != leader && agent != "leader"
-	default:
-		return m.To == agent || m.Task == agent
+// watchFilter selects the messages crew watch --agent follows.
+type watchFilter struct {
+	leader string          // the run's leader agent
+	agent  string          // "" follows every message
+	tasks  map[string]bool // the tasks agent stands for: its own id, or the tasks whose agent it is
+}
+
+func newWatchFilter(leader, agent string, st *run.State) *watchFilter {
+	f := &watchFilter{leader: leader, agent: agent, tasks: map[string]bool{}}
+	for _, t := range st.Tasks {
+		if t.ID == agent || t.Agent == agent {
+			f.tasks[t.ID] = true
+		}
+	}
+	return f
+}
+
+// leaderSide reports whether the agent followed is the leader.
+func (f *watchFilter) leaderSide() bool {
+	return f.agent == f.leader || f.agent == run.Leader
+}
+
+// learn notes tasks added to the run while watching.
+func (f *watchFilter) learn(e *events.Event) {
+	if e.Type != events.TaskCreated || f.agent == "" {
+		return
+	}
+	var spec run.TaskSpec
+	json.Unmarshal(e.Data, &spec)
+	if e.Task == f.agent || spec.Agent == f.agent {
+		f.tasks[e.Task] = true
 	}
 }
 
-// execFor runs cmd with sh -c for one message; a failure is reported and
-// watching goes on.
-func (e *env) execFor(cmd string, m *events.Message) {
+// match reports whether event e carries a message for the followed agent,
+// and the task it concerns (for a broadcast followed for an agent, the
+// agent's receiving task; otherwise the message's task).
+func (f *watchFilter) match(e *events.Event) (string, bool) {
+	m := e.Message
+	switch {
+	case m == nil:
+		return "", false
+	case f.agent == "":
+		return m.Task, true
+	case m.Direction == events.Outbox:
+		return m.Task, f.leaderSide()
+	}
+	for _, t := range run.Recipients(e) {
+		if f.tasks[t] {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// execFor runs cmd with sh -c for one message: the message as one JSON
+// line on its stdin, its ids and the state root (CREW_DIR) in the
+// environment. A failure is reported on
+// stderr and watching goes on.
+func (e *env) execFor(cmd string, m *events.Message, taskID string) {
 	line, _ := jsonLine(m)
 	x := exec.Command("sh", "-c", cmd)
 	x.Stdin = bytes.NewReader(line)
 	x.Stdout, x.Stderr = e.stdout, e.stderr
-	x.Env = append(os.Environ(), "CREW_MESSAGE_ID="+m.ID, "CREW_RUN="+m.Run, "CREW_TASK="+m.Task, "CREW_KIND="+m.Kind)
+	x.Env = append(os.Environ(), "CREW_MESSAGE_ID="+m.ID, "CREW_RUN="+m.Run, "CREW_TASK="+taskID, "CREW_KIND="+m.Kind)
+	if root, err := e.root(); err == nil {
+		x.Env = append(x.Env, "CREW_DIR="+root.Dir) // crew in CMD finds the same state root
+	}
 	if err := x.Run(); err != nil {
 		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", escape(cmd), m.ID, err)
 	}

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/crew-dev/crew/internal/fsys"
 )
 
 // Line is one complete record read from a file.
@@ -46,7 +48,12 @@ type Reader struct {
 // NewReader reads f from byte offset off. num is the line number of the line
 // at off (1 at the start of a file; 0 if unknown).
 func NewReader(f io.ReaderAt, off int64, num int64) *Reader {
-	return &Reader{r: bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), 64<<10), off: off, num: num}
+	return newReader(f, off, num, 64<<10)
+}
+
+// newReader is NewReader with a read buffer of size bytes.
+func newReader(f io.ReaderAt, off int64, num int64, size int) *Reader {
+	return &Reader{r: bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), size), off: off, num: num}
 }
 
 // Next returns the next complete line, or io.EOF when none is left (an
@@ -123,7 +130,7 @@ func CutTorn(f *os.File) (size, cut int64, err error) {
 	if complete == size {
 		return size, 0, nil
 	}
-	if err := f.Truncate(complete); err != nil {
+	if err := fsys.TruncateFile(f, complete); err != nil {
 		return 0, 0, fmt.Errorf("cut torn line off %s: %w", f.Name(), err)
 	}
 	return complete, size - complete, nil
@@ -181,26 +188,34 @@ func SeqOf(data []byte) (seq int64, ok bool) {
 	return v.Seq, true
 }
 
-// SeekSeq returns the offset of the first line in f[:size] whose seq is
-// greater than since, assuming lines are in seq order. It binary-searches
-// byte offsets, reading O(log size) lines; lines whose seq cannot be read
-// are stepped over. It returns size when no such line exists.
+// SeekSeq returns the offset of the first complete line in f[:size] whose
+// seq is greater than since, assuming lines are in seq order; 0 when since
+// is 0 or less. Lines whose seq cannot be read are stepped over. When no
+// such line exists it returns the end of the last complete line in
+// f[:size]: never a position inside an unterminated last line, which the
+// next writer cuts off and replaces with its own (a cursor placed inside it
+// would read the middle of that new line). It binary-searches byte
+// offsets, reading O(log size) lines.
 func SeekSeq(f io.ReaderAt, size int64, since int64) (int64, error) {
 	if since <= 0 {
 		return 0, nil
 	}
-	lo, hi := int64(0), size // invariant: answer in [lo, hi], lo at a line start
+	end, err := lineStart(f, size) // end of the complete lines
+	if err != nil {
+		return 0, err
+	}
+	// Invariant: the answer is the first line in [lo, hi) with a readable
+	// seq greater than since, else ceil; no line in [hi, ceil) has a
+	// readable seq; lo and hi are line starts (or end).
+	lo, hi, ceil := int64(0), end, end
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		start, err := lineStart(f, mid)
 		if err != nil {
 			return 0, err
 		}
-		if start < lo {
-			start = lo
-		}
-		// Find the first line at or after start with a readable seq.
-		r := NewReader(f, start, 0)
+		// Find the first line in [start, hi) with a readable seq.
+		r := newReader(f, start, 0, probeBuffer)
 		var (
 			seq  int64
 			at   int64 = -1
@@ -219,21 +234,22 @@ func SeekSeq(f io.ReaderAt, size int64, since int64) (int64, error) {
 				break
 			}
 		}
-		if at < 0 { // nothing readable in [start, hi): the answer is at or before start
-			if start == lo {
-				return hi, nil
-			}
+		switch {
+		case at < 0: // nothing readable in [start, hi)
 			hi = start
-			continue
-		}
-		if seq <= since {
+		case seq <= since:
 			lo = next
-		} else {
-			hi = at
+		default:
+			hi, ceil = at, at
 		}
 	}
-	return lo, nil
+	return ceil, nil
 }
+
+// probeBuffer is the read buffer of SeekSeq's probes: each probe reads one
+// line or a few, so a small buffer keeps a seek's reads near O(log size)
+// lines rather than O(log size) × 64 KiB. Longer lines still read whole.
+const probeBuffer = 4 << 10
 
 // LineBefore returns the complete line that ends just before byte offset
 // off (off is the offset after its '\n'), or ok=false when off is 0 or the

@@ -1,0 +1,259 @@
+package main
+
+// CLI behaviour tests: the scripts in testdata/script/*.txtar at the
+// repository root, run with github.com/rogpeppe/go-internal/testscript.
+// Each script runs in a fresh work directory with an environment built
+// from scratch (no CREW_* variable of the developer's shell leaks in), and
+// `crew` in a script is the real command line: this test binary, re-executed
+// as a subprocess, entering Main.
+//
+// Besides testscript's own commands, scripts may use:
+//
+//	exits CODE PROG [ARGS...]   run PROG; its exit status must be CODE
+//	capture [-stderr] NAME [RE] set $NAME to the last stdout (trimmed), or to RE's first group in it
+//	jsonlines N [KEY...]        the last stdout is exactly N lines, each a JSON object holding every KEY
+//	waitstatus TASK STATUS      block until TASK (in $CREW_RUN, else the latest run) has STATUS
+//	waitfile FILE REGEXP        block until FILE exists and matches REGEXP
+//
+// The waits are bounded (a stuck script fails rather than hangs) but
+// assert nothing about time.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/task"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"crew": func() { os.Exit(Main(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+func TestScript(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                filepath.Join("..", "..", "testdata", "script"),
+		RequireUniqueNames: true,
+		Setup:              setupScript,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exits":      cmdExits,
+			"capture":    cmdCapture,
+			"jsonlines":  cmdJSONLines,
+			"waitstatus": cmdWaitStatus,
+			"waitfile":   cmdWaitFile,
+		},
+	})
+}
+
+// setupScript gives each script a clean identity: no CREW_* variables, a
+// home of its own, and no .crew above its work directory (which state root
+// discovery would find).
+func setupScript(e *testscript.Env) error {
+	vars := e.Vars[:0]
+	for _, kv := range e.Vars {
+		if !strings.HasPrefix(kv, "CREW_") {
+			vars = append(vars, kv)
+		}
+	}
+	e.Vars = vars
+	home := filepath.Join(e.WorkDir, ".home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return err
+	}
+	e.Setenv("HOME", home)
+	for d := filepath.Dir(e.WorkDir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, run.DirName)); err == nil {
+			return fmt.Errorf("a stray %s in %s would be found by state root discovery; remove it", run.DirName, d)
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+}
+
+// scriptWait bounds the waiting commands: long enough for a slow CI
+// machine, short enough that a broken wake-up fails the test.
+const scriptWait = 60 * time.Second
+
+// cmdExits runs a program and checks its exit status; stdout and stderr
+// are kept for the next stdout/stderr commands.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: bad code %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("exits: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdCapture sets an environment variable from the last command's stdout
+// (or, with -stderr, its stderr).
+func cmdCapture(ts *testscript.TestScript, neg bool, args []string) {
+	from := "stdout"
+	if len(args) > 0 && args[0] == "-stderr" {
+		from, args = "stderr", args[1:]
+	}
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: capture [-stderr] NAME [REGEXP]")
+	}
+	out := ts.ReadFile(from)
+	val := strings.TrimSpace(out)
+	if len(args) == 2 {
+		m := regexp.MustCompile(args[1]).FindStringSubmatch(out)
+		if len(m) < 2 {
+			ts.Fatalf("capture: %q does not match %s (or has no group)", args[1], from)
+		}
+		val = m[1]
+	}
+	if val == "" {
+		ts.Fatalf("capture: nothing to capture for %s", args[0])
+	}
+	ts.Setenv(args[0], val)
+}
+
+// cmdJSONLines checks that the last stdout is N lines, each one JSON
+// object with all the given keys.
+func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: jsonlines N [KEY...]")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("jsonlines: bad count %q", args[0])
+	}
+	out := ts.ReadFile("stdout")
+	var lines []string
+	if out != "" {
+		if !strings.HasSuffix(out, "\n") {
+			ts.Fatalf("jsonlines: stdout does not end with a newline")
+		}
+		lines = strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	}
+	if len(lines) != n {
+		ts.Fatalf("jsonlines: stdout has %d lines, want %d", len(lines), n)
+	}
+	for i, l := range lines {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &obj); err != nil {
+			ts.Fatalf("jsonlines: line %d is not a JSON object: %v", i+1, err)
+		}
+		for _, k := range args[1:] {
+			if _, ok := obj[k]; !ok {
+				ts.Fatalf("jsonlines: line %d has no key %q", i+1, k)
+			}
+		}
+	}
+}
+
+// cmdWaitStatus blocks until a task has a status, woken by the run's log
+// watcher.
+func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitstatus TASK STATUS")
+	}
+	root, err := run.Find(ts.MkAbs("."), crew.PrivatePerm)
+	ts.Check(err)
+	var r *run.Run
+	if id := ts.Getenv("CREW_RUN"); id != "" {
+		r, err = root.Open(id)
+	} else {
+		r, err = root.Latest()
+	}
+	ts.Check(err)
+	w := r.Watch()
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), scriptWait)
+	defer cancel()
+	for {
+		st, err := r.State()
+		ts.Check(err)
+		if t := st.Tasks[args[0]]; t != nil && t.Status == task.State(args[1]) {
+			return
+		}
+		if err := w.Wait(ctx); err != nil {
+			ts.Fatalf("waitstatus: task %s did not become %s: %v", args[0], args[1], err)
+		}
+	}
+}
+
+// cmdWaitFile blocks until a file exists and matches a regular expression.
+// It polls: it watches the test, not the product.
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitfile FILE REGEXP")
+	}
+	re := regexp.MustCompile("(?m)" + args[1])
+	deadline := time.Now().Add(scriptWait)
+	for {
+		data, err := os.ReadFile(ts.MkAbs(args[0]))
+		if err == nil && re.Match(data) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfile: %s never matched %q (last read: %v)\n%s", args[0], args[1], err, data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHelpShowsExample checks every command, including any added later,
+// for what help.txtar checks by name: --help exits 0 and shows the
+// command's usage text (an example) first, with no placeholder usage.
+func TestHelpShowsExample(t *testing.T) {
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Hidden || c.Name == "help" {
+				continue
+			}
+			p := append(append([]string{}, path...), c.Name)
+			t.Run(strings.Join(p, "_"), func(t *testing.T) {
+				if c.UsageText == "" {
+					t.Fatalf("crew %s has no UsageText (an example)", strings.Join(p, " "))
+				}
+				var stdout, stderr strings.Builder
+				code := Main(append(append([]string{"crew"}, p...), "--help"), strings.NewReader(""), &stdout, &stderr)
+				if code != 0 {
+					t.Fatalf("crew %s --help exited %d: %s", strings.Join(p, " "), code, stderr.String())
+				}
+				first, _, _ := strings.Cut(c.UsageText, "\n")
+				want := "USAGE:\n   " + first + "\n"
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("crew %s --help does not start its usage with the example %q:\n%s", strings.Join(p, " "), first, stdout.String())
+				}
+			})
+			walk(p, c.Subcommands)
+		}
+	}
+	walk(nil, newApp(nil, io.Discard, io.Discard).Commands)
+}

@@ -1,0 +1,273 @@
+// Command crewbench measures crew's performance against the raw limit of
+// the disk it runs on (SPEC §8). `make bench` runs it.
+//
+// Everything is measured in one run, so the figures hold on a noisy
+// machine: the raw limit (a 300-byte line appended and fsync(2)ed under a
+// file lock, repeated) is measured in rounds that alternate with the
+// product's rounds, and each product figure that is a ratio is the median
+// of the ratios of neighbouring rounds. It prints a readable table and, as
+// its last line, one JSON object with the keys of SPEC §8.
+//
+// It writes only under a temporary directory (removed at the end unless
+// -keep), and builds the crew binary there unless -crew names one.
+//
+//	go run ./cmd/crewbench            # the full bench (a few minutes)
+//	go run ./cmd/crewbench -quick     # smaller runs, for a quick look
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+)
+
+// config holds the sizes and durations of one bench.
+type config struct {
+	crew     string        // crew binary; built into the temp dir when empty
+	events   int           // events in the large run (open_ms, tail_read_ms)
+	messages int           // messages in the inbox of peak_rss_mb
+	rounds   int           // alternating raw/product rounds
+	round    time.Duration // length of one round
+	wake     int           // wake-up samples
+	cliOps   time.Duration // how long crew steer processes are run
+	reps     int           // repetitions of open_ms and tail_read_ms
+	keep     bool
+	dir      string
+}
+
+func main() {
+	var c config
+	quick := flag.Bool("quick", false, "small sizes (100,000 events, 10,000 messages, fewer rounds): a quick look, not the figures to publish")
+	flag.StringVar(&c.crew, "crew", "", "crew binary to measure (default: build ./cmd/crew into the temporary directory)")
+	flag.IntVar(&c.events, "events", 1_000_000, "events in the large run")
+	flag.IntVar(&c.messages, "messages", 100_000, "unacknowledged messages read by crew inbox for peak_rss_mb")
+	flag.IntVar(&c.rounds, "rounds", 5, "alternating raw/product rounds")
+	flag.DurationVar(&c.round, "round", time.Second, "length of one round")
+	flag.IntVar(&c.wake, "wake", 200, "wake-up samples")
+	flag.DurationVar(&c.cliOps, "cli", 3*time.Second, "how long sequential crew steer processes run")
+	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
+	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
+	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
+	flag.Parse()
+	if *quick {
+		c.events, c.messages, c.rounds, c.wake, c.reps = 100_000, 10_000, 3, 50, 11
+		c.cliOps = time.Second
+	}
+	if err := bench(c); err != nil {
+		fmt.Fprintln(os.Stderr, "crewbench:", err)
+		os.Exit(1)
+	}
+}
+
+// result is the last line: SPEC §8's keys, then context.
+type result struct {
+	RawFsyncPerS float64 `json:"raw_fsync_per_s"`
+	SendRatio    float64 `json:"send_ratio"`
+	GroupRatio   float64 `json:"group_ratio"`
+	CLIOpsPerS   float64 `json:"cli_ops_per_s"`
+	WakeP50ms    float64 `json:"wake_p50_ms"`
+	WakeP99ms    float64 `json:"wake_p99_ms"`
+	TailReadMs   float64 `json:"tail_read_ms"`
+	OpenMs       float64 `json:"open_ms"`
+	PeakRSSMB    float64 `json:"peak_rss_mb"`
+
+	SendPerS      float64 `json:"send_per_s"`
+	GroupPerS     float64 `json:"group_per_s"`
+	WakeEarly     int     `json:"wake_early"` // samples where the answer was printed before Respond returned
+	Events        int64   `json:"events"`     // events in the large run
+	GenEventsPerS float64 `json:"gen_events_per_s"`
+	InboxMessages int     `json:"inbox_messages"`
+	InboxMs       float64 `json:"inbox_ms"`
+	CPUs          int     `json:"cpus"`
+	GoVersion     string  `json:"go"`
+}
+
+// step prints progress on stderr.
+func step(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "crewbench: "+format+"\n", a...)
+}
+
+func bench(c config) error {
+	start := time.Now()
+	tmp, err := os.MkdirTemp(c.dir, "crewbench-")
+	if err != nil {
+		return err
+	}
+	if c.keep {
+		step("keeping %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if c.crew == "" {
+		c.crew = filepath.Join(tmp, "crew")
+		step("building crew into %s", c.crew)
+		out, err := exec.Command("go", "build", "-o", c.crew, "github.com/crew-dev/crew/cmd/crew").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go build (run crewbench inside the crew module, or give -crew): %v\n%s", err, out)
+		}
+	} else if c.crew, err = filepath.Abs(c.crew); err != nil {
+		return err
+	}
+	res := result{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	var rows []row
+
+	step("raw limit and one writer, %d rounds of %s each", c.rounds, c.round)
+	raw, send, err := alternate(tmp, c, "send", sendOne)
+	if err != nil {
+		return err
+	}
+	res.RawFsyncPerS, res.SendPerS, res.SendRatio = median(raw), median(send), medianRatio(send, raw)
+	step("raw limit and 16 writers, %d rounds of %s each", c.rounds, c.round)
+	raw2, group, err := alternate(tmp, c, "group", sendGroup)
+	if err != nil {
+		return err
+	}
+	res.GroupPerS, res.GroupRatio = median(group), medianRatio(group, raw2)
+	raw = append(raw, raw2...)
+	res.RawFsyncPerS = median(raw)
+	rows = append(rows,
+		row{"raw_fsync_per_s", "300-byte append + fsync under a file lock, per second", f0(res.RawFsyncPerS), "(reference)", spread(raw)},
+		row{"send_ratio", "library steer/ask/respond, one writer, ÷ raw", f2(res.SendRatio), "≥ 0.7", f0(res.SendPerS) + " ops/s"},
+		row{"group_ratio", "library steers from 16 goroutines, ÷ raw", f2(res.GroupRatio), "≥ 5", f0(res.GroupPerS) + " ops/s"},
+	)
+
+	step("sequential crew steer processes for %s", c.cliOps)
+	if res.CLIOpsPerS, err = cliOps(tmp, c); err != nil {
+		return err
+	}
+	rows = append(rows, row{"cli_ops_per_s", "sequential `crew steer` processes per second", f0(res.CLIOpsPerS), "≥ 300", ""})
+
+	step("%d wake-ups of a blocked crew ask --wait", c.wake)
+	w, err := wake(tmp, c)
+	if err != nil {
+		return err
+	}
+	res.WakeP50ms, res.WakeP99ms, res.WakeEarly = w.p50, w.p99, w.early
+	rows = append(rows,
+		row{"wake_p50_ms", "Respond returns → blocked `crew ask --wait` prints (median)", f2(res.WakeP50ms), "≤ 5", fmt.Sprintf("%d samples", c.wake)},
+		row{"wake_p99_ms", "the same, 99th percentile", f2(res.WakeP99ms), "≤ 20", fmt.Sprintf("max %.2f ms", w.max)},
+	)
+
+	step("generating a run of %d events through the library", c.events)
+	big, err := largeRun(tmp, c)
+	if err != nil {
+		return err
+	}
+	res.Events, res.GenEventsPerS = big.events, big.perS
+	step("%d events in %.1f s (%.0f events/s)", big.events, big.took.Seconds(), big.perS)
+	if res.OpenMs, err = median3(c.reps, func() (float64, error) {
+		return timeProcess(c.crew, big.env, "task", "list")
+	}); err != nil {
+		return err
+	}
+	if res.TailReadMs, err = median3(c.reps, func() (float64, error) {
+		return timeProcess(c.crew, big.env, "inbox", "--task", big.tailTask, "--since", fmt.Sprint(big.tailSince), "--json")
+	}); err != nil {
+		return err
+	}
+	rows = append(rows,
+		row{"tail_read_ms", fmt.Sprintf("`crew inbox --since` printing a task's last 10 messages, %d-event run", big.events), f2(res.TailReadMs), "≤ 10", "whole process, median"},
+		row{"open_ms", fmt.Sprintf("`crew task list`, %d-event run", big.events), f2(res.OpenMs), "≤ 30", "whole process, median"},
+	)
+
+	step("peak memory of crew inbox --json over %d messages", c.messages)
+	rss, err := inboxRSS(tmp, c)
+	if err != nil {
+		return err
+	}
+	res.PeakRSSMB, res.InboxMessages, res.InboxMs = rss.mb, rss.messages, rss.ms
+	rows = append(rows, row{"peak_rss_mb", fmt.Sprintf("`crew inbox --json` over %d messages, peak RSS", rss.messages), f1(res.PeakRSSMB), "≤ 64", fmt.Sprintf("took %.1f s", rss.ms/1000)})
+
+	printTable(os.Stdout, rows, res, time.Since(start))
+	line, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+// row is one line of the table.
+type row struct{ key, what, value, goal, note string }
+
+func printTable(w io.Writer, rows []row, res result, took time.Duration) {
+	fmt.Fprintf(w, "crew bench: %s, %d CPUs, %s; large run %d events (generated at %.0f events/s); bench took %s\n\n",
+		runtime.GOOS+"/"+runtime.GOARCH, res.CPUs, res.GoVersion, res.Events, res.GenEventsPerS, took.Round(time.Second))
+	fmt.Fprintln(w, "| key | what | value | goal | note |")
+	fmt.Fprintln(w, "| --- | --- | ---: | --- | --- |")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s |\n", r.key, r.what, r.value, r.goal, r.note)
+	}
+	fmt.Fprintln(w)
+}
+
+func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func spread(xs []float64) string {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return fmt.Sprintf("min %.0f, max %.0f", s[0], s[len(s)-1])
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianRatio is the median of a[i]/b[i]: each product round against the
+// raw round next to it.
+func medianRatio(a, b []float64) float64 {
+	var r []float64
+	for i := range a {
+		if i < len(b) && b[i] > 0 {
+			r = append(r, a[i]/b[i])
+		}
+	}
+	return median(r)
+}
+
+// percentile returns the p-th percentile (0..100) of xs, nearest rank.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i]
+}
+
+// median3 runs fn n times and returns the median.
+func median3(n int, fn func() (float64, error)) (float64, error) {
+	var xs []float64
+	for range n {
+		v, err := fn()
+		if err != nil {
+			return 0, err
+		}
+		xs = append(xs, v)
+	}
+	return median(xs), nil
+}

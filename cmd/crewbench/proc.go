@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/task"
+)
+
+// crewEnv is the environment of a crew process acting in a run.
+func crewEnv(root, runID string) []string {
+	return append(os.Environ(), "CREW_DIR="+root, "CREW_RUN="+runID)
+}
+
+// command returns a crew process, its output thrown away and its errors
+// kept.
+func command(crewBin string, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(crewBin, args...)
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	return cmd, &stderr
+}
+
+// timeProcess runs crew with args and returns its wall time in
+// milliseconds, from start to exit. A failing process is an error.
+func timeProcess(crewBin string, env []string, args ...string) (float64, error) {
+	cmd, stderr := command(crewBin, env, args...)
+	start := time.Now()
+	err := cmd.Run()
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		return 0, fmt.Errorf("crew %v: %v: %s", args, err, stderr)
+	}
+	return ms, nil
+}
+
+// cliOps runs `crew steer` processes one after another for c.cliOps and
+// returns processes per second.
+func cliOps(tmp string, c config) (float64, error) {
+	dir := filepath.Join(tmp, "cli")
+	if _, err := newRun(dir, "cli", "c1"); err != nil {
+		return 0, err
+	}
+	env := crewEnv(filepath.Join(dir, ".crew"), "cli")
+	for i := range 20 { // warm-up
+		if _, err := timeProcess(c.crew, env, "steer", "c1", body("steer", i, 120)); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	start := time.Now()
+	for time.Since(start) < c.cliOps {
+		if _, err := timeProcess(c.crew, env, "steer", "c1", body("steer", n, 120)); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+type wakeResult struct {
+	p50, p99, max float64
+	early         int
+}
+
+// wake measures how soon a blocked `crew ask --wait` process prints the
+// answer after the leader's Respond returns: the process is started, the
+// bench waits until its question is in the log and a little longer (so
+// the process is blocked in its wait), calls Respond through the library
+// and times from Respond's return to the arrival of the process's output
+// line. An answer printed before Respond returned (the process read the
+// line before its fsync finished) counts as 0 and is counted in early.
+func wake(tmp string, c config) (wakeResult, error) {
+	dir := filepath.Join(tmp, "wake")
+	r, err := newRun(dir, "wake", "w1")
+	if err != nil {
+		return wakeResult{}, err
+	}
+	env := append(crewEnv(filepath.Join(dir, ".crew"), "wake"), "CREW_TASK=w1")
+	ctx := context.Background()
+	var lat []float64
+	var res wakeResult
+	for i := range c.wake + 5 {
+		cmd, stderr := command(c.crew, env, "ask", body("question", i, 80), "--wait", "--timeout", "60s")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return res, err
+		}
+		if err := cmd.Start(); err != nil {
+			return res, err
+		}
+		arrived := make(chan time.Time, 1)
+		go func() {
+			line, err := bufio.NewReader(out).ReadString('\n')
+			t := time.Now()
+			if err != nil || line == "" {
+				t = time.Time{}
+			}
+			arrived <- t
+		}()
+		if err := waitFor(ctx, r, "w1", task.Waiting, 30*time.Second); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return res, fmt.Errorf("wake sample %d: %v: %s", i, err, stderr)
+		}
+		time.Sleep(20 * time.Millisecond) // the asker is now blocked in its wait
+		if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "w1", From: run.Leader, Body: body("answer", i, 80)}); err != nil {
+			return res, err
+		}
+		responded := time.Now()
+		t := <-arrived
+		if err := cmd.Wait(); err != nil || t.IsZero() {
+			return res, fmt.Errorf("wake sample %d: crew ask --wait: %v: %s", i, err, stderr)
+		}
+		if i < 5 {
+			continue // warm-up
+		}
+		d := t.Sub(responded)
+		if d < 0 {
+			res.early++
+			d = 0
+		}
+		lat = append(lat, float64(d.Microseconds())/1000)
+	}
+	res.p50, res.p99, res.max = percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
+	return res, nil
+}
+
+// waitFor blocks until the task has the state, woken by the run's
+// watcher.
+func waitFor(ctx context.Context, r *run.Run, id string, want task.State, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w := r.Watch()
+	defer w.Close()
+	for {
+		st, err := r.State()
+		if err != nil {
+			return err
+		}
+		if t := st.Tasks[id]; t != nil && t.Status == want {
+			return nil
+		}
+		if err := w.Wait(ctx); err != nil {
+			return fmt.Errorf("task %s never became %s", id, want)
+		}
+	}
+}
+
+type rssResult struct {
+	mb       float64
+	ms       float64
+	messages int
+}
+
+// inboxRSS sends c.messages messages to one task through the library (16
+// goroutines, group commit), then runs `crew inbox --json` for that task
+// once and returns its peak resident set size (getrusage(2) ru_maxrss) and
+// how many messages it printed.
+func inboxRSS(tmp string, c config) (rssResult, error) {
+	dir := filepath.Join(tmp, "rss")
+	r, err := newRun(dir, "rss", "m1")
+	if err != nil {
+		return rssResult{}, err
+	}
+	kinds := []string{events.KindSteer, events.KindFollowUp, events.KindSteer, events.KindNudge}
+	if err := parallel(groupWriters, c.messages, func(i int) error {
+		k := kinds[i%len(kinds)]
+		_, err := r.Send(context.Background(), run.SendOptions{Kind: k, Task: "m1", From: run.Leader, Body: body(k, i, 200)})
+		return err
+	}); err != nil {
+		return rssResult{}, err
+	}
+	env := crewEnv(filepath.Join(dir, ".crew"), "rss")
+	cmd, stderr := command(c.crew, env, "inbox", "--task", "m1", "--json")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return rssResult{}, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return rssResult{}, err
+	}
+	lines := 0
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := out.Read(buf)
+		lines += bytes.Count(buf[:n], []byte{'\n'})
+		if err != nil {
+			break
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return rssResult{}, fmt.Errorf("crew inbox: %v: %s", err, stderr)
+	}
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	if lines != c.messages {
+		return rssResult{}, fmt.Errorf("crew inbox printed %d messages, want %d", lines, c.messages)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return rssResult{}, fmt.Errorf("no rusage on this platform")
+	}
+	return rssResult{mb: float64(ru.Maxrss) / 1024, ms: ms, messages: lines}, nil // Linux: ru_maxrss in KiB
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/task"
+)
+
+// rawLine is the raw limit's record: 300 bytes with its '\n', about the
+// size of a crew event with a short body.
+var rawLine = append(bytes.Repeat([]byte("x"), 299), '\n')
+
+// raw measures the physical limit of the disk for d: lock a file lock,
+// append rawLine to a file, fsync(2) it, unlock, repeated. It returns
+// appends per second.
+func raw(dir string, d time.Duration) (float64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "raw.log"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	lk := flock.New(filepath.Join(dir, "raw.lock"))
+	defer lk.Close()
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := lk.Lock(); err != nil {
+			return 0, err
+		}
+		if _, err := f.Write(rawLine); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+		if err := lk.Unlock(); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// workload prepares a run and returns a function that drives the library
+// for a duration and returns operations per second.
+type workload func(dir string) (func(time.Duration) (float64, error), error)
+
+// alternate runs c.rounds rounds of the raw limit, each followed by a round
+// of the workload, and returns both series.
+func alternate(tmp string, c config, name string, w workload) (rawS, prod []float64, err error) {
+	dir := filepath.Join(tmp, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	drive, err := w(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A short warm-up of both, not counted.
+	if _, err := raw(dir, c.round/4); err != nil {
+		return nil, nil, err
+	}
+	if _, err := drive(c.round / 4); err != nil {
+		return nil, nil, err
+	}
+	for i := range c.rounds {
+		r, err := raw(dir, c.round)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := drive(c.round)
+		if err != nil {
+			return nil, nil, err
+		}
+		step("  round %d: raw %.0f/s, %s %.0f/s (%.2f)", i+1, r, name, p, p/r)
+		rawS, prod = append(rawS, r), append(prod, p)
+	}
+	return rawS, prod, nil
+}
+
+// newRun makes a state root in dir with one run and running tasks.
+func newRun(dir, id string, tasks ...string) (*run.Run, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	root, err := run.Init(dir, crew.PrivatePerm)
+	if err != nil {
+		return nil, err
+	}
+	r, err := root.Create(run.CreateOptions{ID: id, Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	for _, t := range tasks {
+		if _, err := r.AddTask(ctx, t, run.TaskSpec{Title: "bench task " + t}, run.Leader); err != nil {
+			return nil, err
+		}
+		if _, err := r.Transition(ctx, t, task.Start, t, "", nil); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// body returns a message body of about n bytes that differs by i.
+func body(kind string, i int, n int) string {
+	s := fmt.Sprintf("%s %d: ", kind, i)
+	const words = "check the failing test in store_test.go before touching the parser; keep the public API as it is. "
+	for len(s) < n {
+		s += words
+	}
+	return s[:n]
+}
+
+// sendOne is one goroutine sending, in turn, a steer, a question and the
+// response to it: each call one durable commit.
+func sendOne(dir string) (func(time.Duration) (float64, error), error) {
+	r, err := newRun(dir, "send", "s1")
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	i := 0
+	return func(d time.Duration) (float64, error) {
+		n := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			i++
+			if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "s1", From: run.Leader, Body: body("steer", i, 120)}); err != nil {
+				return 0, err
+			}
+			if _, _, err := r.Ask(ctx, run.SendOptions{Task: "s1", From: "s1", Body: body("question", i, 120)}, false); err != nil {
+				return 0, err
+			}
+			if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "s1", From: run.Leader, Body: body("response", i, 120)}); err != nil {
+				return 0, err
+			}
+			n += 3
+		}
+		return float64(n) / time.Since(start).Seconds(), nil
+	}, nil
+}
+
+// groupWriters is how many goroutines send at once in group_ratio.
+const groupWriters = 16
+
+// sendGroup is 16 goroutines, each steering its own task, through one
+// Run: group commit.
+func sendGroup(dir string) (func(time.Duration) (float64, error), error) {
+	var tasks []string
+	for i := range groupWriters {
+		tasks = append(tasks, fmt.Sprintf("g%d", i+1))
+	}
+	r, err := newRun(dir, "group", tasks...)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	var seq atomic.Int64
+	return func(d time.Duration) (float64, error) {
+		var (
+			n     atomic.Int64
+			wg    sync.WaitGroup
+			first error
+			once  sync.Once
+		)
+		start := time.Now()
+		for _, t := range tasks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Since(start) < d {
+					i := int(seq.Add(1))
+					if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: t, From: run.Leader, Body: body("steer", i, 120)}); err != nil {
+						once.Do(func() { first = err })
+						return
+					}
+					n.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(n.Load()) / time.Since(start).Seconds(), first
+	}, nil
+}

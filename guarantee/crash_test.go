@@ -1,0 +1,347 @@
+//go:build linux
+
+package guarantee
+
+// Guarantee 1 (SPEC §7): an operation that returned success is on disk and
+// survives kill -9 of any process.
+//
+// What this can and cannot prove: SIGKILL ends a process at any
+// instruction, including between its fsync of the log and its projection
+// writes, or in the middle of those writes; what the process had written
+// stays in the page cache, so this tests crew's write order and recovery,
+// not the disk. A power loss or kernel crash (losing what was written but
+// not fsynced) cannot be simulated by a test on a running machine; for
+// that, crew relies on fsync(2) of the log and of new directories before
+// it reports success.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// bodyRE matches every message body the kill test sends.
+var bodyRE = regexp.MustCompile(`^(r\d+-w\d+-\d+|sync-\d+)$`)
+
+// killWriter is one writer helper process of a kill round, in its own
+// process group (so SIGKILL to the group ends it and its crew child at the
+// same instant).
+type killWriter struct {
+	cmd    *exec.Cmd
+	record string
+}
+
+// killStats counts what the kill rounds hit, to show in the test log that
+// the dangerous windows were reached.
+type killStats struct {
+	childKills, groupKills int // crew processes killed directly; writers killed with their crew
+	ops                    int // operations that reported success
+	tornLog, tornMailbox   int // rounds after which a torn last line was found
+	projBehind             int // rounds after which projections lagged the log (killed after fsync)
+	temps                  int // hidden temp files left by killed processes (at the end)
+}
+
+// TestKill9 runs 50 rounds in which several writer processes, each running
+// crew steer/report/ask/respond/inbox one after the other, are killed with
+// SIGKILL at random moments, sometimes only their running crew process,
+// sometimes the writer with it, while a reader process runs crew events in
+// a loop. After every round: every operation that reported success is in
+// the log exactly once with the right kind and task, seq is dense, crew
+// events and the other readers exit 0 and never print a torn record; after
+// the next operation every projection (mailbox files, mail tree with read
+// flags, tasks.json) agrees with the log; at the end they equal a rebuild
+// from the log alone.
+func TestKill9(t *testing.T) {
+	rounds := 50
+	if testing.Short() {
+		rounds = 10
+	}
+	dir := newRun(t, "r1", "t1", "t2", "t3")
+	crew(t, dir, "task", "start", "t3", "--run", "r1")
+	recDir := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	slots := []string{
+		"steer:t1,report:t1",
+		"report:t2,steer:t2,inbox:t1",
+		"ask:t3,respond:t3",
+		"steer:t1,respond:t3,report:t2,ask:t3,inbox:t2",
+	}
+	watch, stopWatch := logWrites(t, dir, "r1")
+	defer stopWatch()
+	var (
+		stats   killStats
+		records []string
+		nextW   int
+	)
+	for round := range rounds {
+		// Writers and a reader run while the test kills at random.
+		stop := make(chan struct{})
+		var readerErrs []string
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			readerErrs = readLoop(t, dir, stop)
+		}()
+		start := func(slot int) *killWriter {
+			nextW++
+			w := &killWriter{record: filepath.Join(recDir, fmt.Sprintf("w%d", nextW))}
+			w.cmd = helperCmd(t, "writer", "W_DIR="+dir, "W_OPS="+slots[slot],
+				fmt.Sprintf("W_PREFIX=r%d-w%d", round, nextW), "W_COUNT=0",
+				"W_RECORD="+w.record, "W_FAIL="+filepath.Join(recDir, "fail"))
+			w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := w.cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		var all []*killWriter
+		live := make([]*killWriter, len(slots))
+		for i := range live {
+			live[i] = start(i)
+			all = append(all, live[i])
+		}
+		deadline := time.Now().Add(time.Duration(200+rng.IntN(300)) * time.Millisecond)
+		for time.Now().Before(deadline) {
+			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+			i := rng.IntN(len(live))
+			switch r := rng.IntN(5); {
+			case r < 2: // kill the running crew process only (mid-operation)
+				stats.childKills += killChildren(live[i].cmd.Process.Pid)
+			case r == 2: // kill the writers' crew processes just after one wrote to the log
+				var kids []int
+				for _, w := range live {
+					kids = append(kids, children(w.cmd.Process.Pid)...)
+				}
+				if logWritten(watch, 50*time.Millisecond) {
+					for _, pid := range kids {
+						if syscall.Kill(pid, syscall.SIGKILL) == nil {
+							stats.childKills++
+						}
+					}
+				}
+			case r == 3: // kill the writer and its crew process at once
+				killGroups(live[i])
+				stats.groupKills++
+				live[i] = start(i)
+				all = append(all, live[i])
+			}
+		}
+		// Every round ends with SIGKILL of every writer, whatever it was
+		// doing; every other round, just after a write to the log, to hit
+		// the window between a commit and its projections.
+		if round%2 == 0 {
+			logWritten(watch, 200*time.Millisecond)
+		}
+		killGroups(live...)
+		stats.groupKills += len(live)
+		close(stop)
+		wg.Wait()
+		for _, e := range readerErrs {
+			t.Errorf("round %d: reader: %s", round, e)
+		}
+		if fails := readRecord(t, filepath.Join(recDir, "fail")); len(fails) > 0 {
+			t.Fatalf("round %d: a writer's operation failed:\n%s", round, strings.Join(fails, "\n"))
+		}
+		for _, w := range all {
+			rec := readRecord(t, w.record)
+			stats.ops += len(rec)
+			records = append(records, rec...)
+		}
+
+		tKill := time.Now()
+		// Right after the kills, before anything catches up.
+		evs, torn := readLog(t, dir, "r1")
+		if torn > 0 {
+			stats.tornLog++
+		}
+		behind, tornMB := projectionState(t, dir, "r1", evs)
+		if behind {
+			stats.projBehind++
+		}
+		if tornMB {
+			stats.tornMailbox++
+		}
+		cli := eventsCLI(t, dir, "r1")
+		if len(cli) != len(evs) {
+			t.Fatalf("round %d: crew events printed %d events, events.jsonl holds %d complete ones", round, len(cli), len(evs))
+		}
+		checkRecorded(t, records, messagesByBody(t, evs))
+		for _, args := range [][]string{{"task", "list"}, {"pending"}, {"pending", "--task", "t1"}, {"outbox", "--unread"}} {
+			res := runCrew(t, dir, append(args, "--json", "--run", "r1")...)
+			if res.Code != 0 {
+				t.Fatalf("round %d: crew %s after the kills: exit %d: %s", round, strings.Join(args, " "), res.Code, res.Stderr)
+			}
+			if bad := badJSONObjects(res.Stdout); bad != "" {
+				t.Fatalf("round %d: crew %s printed a line that is not whole JSON: %q", round, strings.Join(args, " "), bad)
+			}
+		}
+
+		// The next operation catches the projections up.
+		body := fmt.Sprintf("sync-%d", round)
+		crew(t, dir, "steer", "t2", body, "--run", "r1")
+		records = append(records, "steer:t2 "+body)
+		evs = eventsCLI(t, dir, "r1")
+		checkRecorded(t, records, messagesByBody(t, evs))
+		stats.temps = checkProjections(t, dir, "r1", evs)
+		if t.Failed() {
+			t.FailNow()
+		}
+		if os.Getenv("TIMING") != "" {
+			t.Logf("round %d: verify %v", round, time.Since(tKill))
+		}
+	}
+	checkRebuild(t, dir, "r1")
+	t.Logf("%d rounds: %d operations reported success; killed %d crew processes directly and %d writers with theirs; "+
+		"torn log tail after %d rounds, torn mailbox tail after %d, projections behind the log after %d; %d hidden temp files left",
+		rounds, stats.ops, stats.childKills, stats.groupKills, stats.tornLog, stats.tornMailbox, stats.projBehind, stats.temps)
+	if stats.ops < rounds {
+		t.Fatalf("only %d operations succeeded in %d rounds: the writers did not get to work", stats.ops, rounds)
+	}
+}
+
+// killGroups sends SIGKILL to the writers' process groups (each writer and
+// its crew process), all at once, then waits until no process of them is
+// alive, so no write of a dying process can land after the test starts
+// checking.
+func killGroups(ws ...*killWriter) {
+	for _, w := range ws {
+		syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	for _, w := range ws {
+		w.cmd.Wait()
+		for groupAlive(w.cmd.Process.Pid) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// logWrites returns a channel that receives a value at each write to the
+// run's events.jsonl, sent only if a receiver is waiting at that moment
+// (so a receive never sees a stale write), and a function that stops it.
+func logWrites(t testing.TB, dir, runID string) (<-chan struct{}, func()) {
+	t.Helper()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(filepath.Join(runDir(dir, runID), "events.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	c := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case e, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if e.Has(fsnotify.Write) {
+					select {
+					case c <- struct{}{}:
+					default:
+					}
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+			}
+		}
+	}()
+	return c, func() { w.Close() }
+}
+
+// logWritten waits up to d for the next write to the log and reports
+// whether one came.
+func logWritten(writes <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-writes:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// readLoop runs crew events --json over and over until stop is closed and
+// returns what was wrong with any of its outputs: an exit code other than
+// 0, a line that is not a whole event, a seq gap, or a message body that
+// no writer sent (two records glued together).
+func readLoop(t testing.TB, dir string, stop <-chan struct{}) []string {
+	var errs []string
+	for {
+		select {
+		case <-stop:
+			return errs
+		default:
+		}
+		res := runCrew(t, dir, "events", "--json", "--run", "r1")
+		if res.Code != 0 {
+			errs = append(errs, fmt.Sprintf("crew events: exit %d: %s", res.Code, res.Stderr))
+			continue
+		}
+		evs, err := parseEvents(res.Stdout)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) {
+				errs = append(errs, fmt.Sprintf("crew events: line %d has seq %d", i+1, e.Seq))
+				break
+			}
+			if e.msg != nil && !bodyRE.MatchString(e.msg.Body) {
+				errs = append(errs, fmt.Sprintf("crew events: seq %d has a body no writer sent: %q", e.Seq, e.msg.Body))
+			}
+		}
+	}
+}
+
+// badJSONObjects returns the first line of out that is not a JSON object,
+// or "".
+func badJSONObjects(out string) string {
+	lines, torn := splitLines([]byte(out))
+	if torn > 0 {
+		return out[len(out)-torn:]
+	}
+	for _, l := range lines {
+		var v map[string]any
+		if json.Unmarshal(l, &v) != nil {
+			return string(l)
+		}
+	}
+	return ""
+}
+
+// projectionState reports, right after a kill round, whether the
+// projections are behind the log (tasks.json reflects an earlier seq: a
+// writer died after its fsync, before it finished its projections) and
+// whether a mailbox file ends in a torn line (a writer died mid-write).
+func projectionState(t testing.TB, dir, runID string, evs []logEvent) (behind, torn bool) {
+	t.Helper()
+	var snap struct {
+		Seq int64 `json:"seq"`
+	}
+	if data, err := os.ReadFile(filepath.Join(runDir(dir, runID), "tasks.json")); err == nil {
+		json.Unmarshal(data, &snap)
+	}
+	behind = snap.Seq < evs[len(evs)-1].Seq
+	for _, f := range []string{"inbox.jsonl", "outbox.jsonl", "steering.jsonl"} {
+		data, _ := os.ReadFile(filepath.Join(runDir(dir, runID), "mailbox", f))
+		if _, n := splitLines(data); n > 0 {
+			torn = true
+		}
+	}
+	return behind, torn
+}

@@ -1,0 +1,134 @@
+// Package fsys is the narrow seam through which crew's write path touches
+// the disk, so that tests can make a chosen operation fail the way a full
+// or broken disk does (ENOSPC, EIO) without filling a real one.
+//
+// Only the operations whose failure crew must survive go through here:
+// writing, fsync(2), truncating, renaming, linking and creating files and
+// directories. Each wrapper first asks the installed Fault (if any) whether
+// to fail; when it says no it does exactly what the os call does. In
+// production no Fault is installed and the cost is one atomic load.
+package fsys
+
+import (
+	"io/fs"
+	"os"
+	"sync/atomic"
+)
+
+// Op names a kind of file operation a Fault can fail.
+type Op string
+
+// The operations that go through the seam.
+const (
+	OpCreate   Op = "create"   // open(2) with O_CREATE, mkdir(2), a temporary file
+	OpWrite    Op = "write"    // write(2)
+	OpSync     Op = "sync"     // fsync(2) of a file or a directory
+	OpTruncate Op = "truncate" // ftruncate(2)
+	OpRename   Op = "rename"   // rename(2)
+	OpLink     Op = "link"     // link(2)
+)
+
+// A Fault decides whether an operation on path fails: it returns the error
+// to report (typically syscall.ENOSPC or syscall.EIO) or nil to let the
+// operation happen.
+type Fault func(op Op, path string) error
+
+var fault atomic.Pointer[Fault]
+
+// SetFault installs f for every later operation (nil removes it) and
+// returns a function that puts back the one installed before. It is meant
+// for tests; the fault is process-wide.
+func SetFault(f Fault) (restore func()) {
+	var p *Fault
+	if f != nil {
+		p = &f
+	}
+	old := fault.Swap(p)
+	return func() { fault.Store(old) }
+}
+
+// Check returns the error the installed Fault chooses for op on path,
+// wrapped in an *fs.PathError like the os package's own errors, or nil.
+// Callers that do an operation this package does not wrap (a method of
+// os.Root, say) call Check first and stop on its error.
+func Check(op Op, path string) error {
+	p := fault.Load()
+	if p == nil {
+		return nil
+	}
+	if err := (*p)(op, path); err != nil {
+		return &fs.PathError{Op: string(op), Path: path, Err: err}
+	}
+	return nil
+}
+
+// WriteAt is f.WriteAt(b, off). An injected write failure first writes the
+// first half of b, as a disk that fills up mid-write does, so callers'
+// rollback is exercised too.
+func WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	if err := Check(OpWrite, f.Name()); err != nil {
+		n, _ := f.WriteAt(b[:len(b)/2], off)
+		return n, err
+	}
+	return f.WriteAt(b, off)
+}
+
+// Write is f.Write(b), with WriteAt's injected short write.
+func Write(f *os.File, b []byte) (int, error) {
+	if err := Check(OpWrite, f.Name()); err != nil {
+		n, _ := f.Write(b[:len(b)/2])
+		return n, err
+	}
+	return f.Write(b)
+}
+
+// SyncFile is f.Sync(): fsync(2) of a file or an open directory.
+func SyncFile(f *os.File) error {
+	if err := Check(OpSync, f.Name()); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// TruncateFile is f.Truncate(size).
+func TruncateFile(f *os.File, size int64) error {
+	if err := Check(OpTruncate, f.Name()); err != nil {
+		return err
+	}
+	return f.Truncate(size)
+}
+
+// RenameFile is os.Rename(oldpath, newpath); the Fault sees newpath.
+func RenameFile(oldpath, newpath string) error {
+	if err := Check(OpRename, newpath); err != nil {
+		return err
+	}
+	return os.Rename(oldpath, newpath)
+}
+
+// OpenFile is os.OpenFile; with os.O_CREATE in flag it is a Create.
+func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	if flag&os.O_CREATE != 0 {
+		if err := Check(OpCreate, name); err != nil {
+			return nil, err
+		}
+	}
+	return os.OpenFile(name, flag, perm)
+}
+
+// CreateTemp is os.CreateTemp(dir, pattern); the Fault sees dir joined
+// with pattern.
+func CreateTemp(dir, pattern string) (*os.File, error) {
+	if err := Check(OpCreate, dir+string(os.PathSeparator)+pattern); err != nil {
+		return nil, err
+	}
+	return os.CreateTemp(dir, pattern)
+}
+
+// Mkdir is os.Mkdir, a Create.
+func Mkdir(name string, perm os.FileMode) error {
+	if err := Check(OpCreate, name); err != nil {
+		return err
+	}
+	return os.Mkdir(name, perm)
+}

@@ -1,0 +1,178 @@
+package report
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/task"
+)
+
+// JUnit XML, as the readers CI systems use understand it (Ant/Surefire's
+// format; the Jenkins xunit schema junit-10.xsd is the strictest common
+// one): <testsuites> holding one <testsuite> per run, one <testcase> per
+// task. Attributes are those the schema allows: testsuites carries name,
+// tests, failures, errors and time only.
+type (
+	junitSuites struct {
+		XMLName  xml.Name     `xml:"testsuites"`
+		Name     string       `xml:"name,attr"`
+		Tests    int          `xml:"tests,attr"`
+		Failures int          `xml:"failures,attr"`
+		Errors   int          `xml:"errors,attr"`
+		Time     string       `xml:"time,attr"`
+		Suites   []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		Name       string          `xml:"name,attr"`
+		Tests      int             `xml:"tests,attr"`
+		Failures   int             `xml:"failures,attr"`
+		Errors     int             `xml:"errors,attr"`
+		Skipped    int             `xml:"skipped,attr"`
+		Time       string          `xml:"time,attr"`
+		Timestamp  string          `xml:"timestamp,attr"`
+		Properties []junitProperty `xml:"properties>property,omitempty"`
+		Cases      []junitCase     `xml:"testcase"`
+	}
+	junitProperty struct {
+		Name  string `xml:"name,attr"`
+		Value string `xml:"value,attr"`
+	}
+	junitCase struct {
+		Name      string        `xml:"name,attr"`
+		Classname string        `xml:"classname,attr"`
+		Time      string        `xml:"time,attr"`
+		Skipped   *junitOutcome `xml:"skipped,omitempty"`
+		Error     *junitOutcome `xml:"error,omitempty"`
+		Failure   *junitOutcome `xml:"failure,omitempty"`
+		SystemOut *junitText    `xml:"system-out,omitempty"`
+	}
+	junitOutcome struct {
+		Message string `xml:"message,attr,omitempty"`
+		Type    string `xml:"type,attr,omitempty"`
+		Text    string `xml:",innerxml"` // escaped by xmlText
+	}
+	junitText struct {
+		Text string `xml:",innerxml"` // escaped by xmlText
+	}
+)
+
+// xmlText escapes s as XML character data (encoding/xml's EscapeText:
+// & < > quotes escaped, characters XML 1.0 cannot hold replaced by
+// U+FFFD) but keeps newlines as they are, so the text reads naturally in
+// the file; only attributes need newlines as references.
+func xmlText(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return strings.ReplaceAll(b.String(), "&#xA;", "\n")
+}
+
+// JUnit writes the run as JUnit XML: one <testsuite> named after the run,
+// one <testcase> per task (name = task id, classname = run id, time = its
+// duration in seconds). A failed task has a <failure> with its reason, a
+// cancelled one <skipped> with its reason, and a task that has not ended
+// an <error> saying so (the run was cut short: run wait timed out). Each
+// case's <system-out> holds the task's message thread. Text is escaped
+// by encoding/xml, which also replaces characters XML 1.0 cannot hold.
+func (rep *Report) JUnit(w io.Writer) error {
+	s := junitSuite{
+		Name:      "crew run " + rep.Manifest.ID,
+		Time:      seconds(rep.Timings.Seconds),
+		Timestamp: rep.Manifest.CreatedAt.UTC().Format("2006-01-02T15:04:05"),
+		Properties: []junitProperty{
+			{"run", rep.Manifest.ID}, {"title", rep.Manifest.Title}, {"leader", rep.Manifest.Leader},
+			{"seq", fmt.Sprint(rep.Seq)}, {"summary", rep.Summary},
+		},
+	}
+	threads := map[string][]*Message{}
+	for _, m := range rep.Messages {
+		id := m.Task
+		if id == events.Broadcast {
+			id = m.To
+		}
+		threads[id] = append(threads[id], m)
+	}
+	for _, t := range rep.Tasks {
+		c := junitCase{Name: t.ID, Classname: rep.Manifest.ID, Time: seconds(t.Seconds)}
+		if out := threadText(t, threads[t.ID]); out != "" {
+			c.SystemOut = &junitText{xmlText(out)}
+		}
+		reason := t.Reason
+		switch t.Status {
+		case task.Completed:
+		case task.Failed:
+			if reason == "" {
+				reason = "failed (no reason given)"
+			}
+			c.Failure = &junitOutcome{Message: firstLine(reason), Type: "failed", Text: xmlText(reason)}
+			s.Failures++
+		case task.Cancelled:
+			if reason == "" {
+				reason = "cancelled (no reason given)"
+			}
+			c.Skipped = &junitOutcome{Message: firstLine(reason), Type: "cancelled", Text: xmlText(reason)}
+			s.Skipped++
+		default:
+			msg := fmt.Sprintf("task did not end: it was %s when the report was made", t.Status)
+			if q := rep.question(t); q != nil {
+				msg += "; it asks: " + firstLine(q.Body)
+			}
+			c.Error = &junitOutcome{Message: msg, Type: string(t.Status)}
+			s.Errors++
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	s.Tests = len(s.Cases)
+	all := junitSuites{Name: "crew", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Time: s.Time, Suites: []junitSuite{s}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(all); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// threadText is a task's thread for <system-out>: a header line per
+// message and its body, indented; then the task's done-when check.
+func threadText(t *Task, msgs []*Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "%s  #%d  %s  %s -> %s  [%s]", m.SentAt, m.Seq, m.Kind, m.From, m.To, m.Status)
+		if m.Reason != "" {
+			fmt.Fprintf(&b, "  reason: %s", firstLine(m.Reason))
+		}
+		b.WriteString("\n    ")
+		b.WriteString(strings.ReplaceAll(strings.TrimRight(m.Body, "\n"), "\n", "\n    "))
+		b.WriteString("\n")
+	}
+	if c := t.Check; c != nil {
+		fmt.Fprintf(&b, "done-when check %q exited %d in %.1fs\n", c.Command, c.ExitCode, c.Seconds)
+		if out := strings.TrimRight(c.Output, "\n"); out != "" {
+			b.WriteString("    " + strings.ReplaceAll(out, "\n", "\n    ") + "\n")
+		}
+	}
+	return b.String()
+}
+
+// seconds formats a duration for JUnit: decimal seconds, three places.
+func seconds(s float64) string {
+	if s < 0 {
+		s = 0
+	}
+	return fmt.Sprintf("%.3f", s)
+}
+
+// firstLine is the first line of s, shortened to 200 runes.
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i]) + " …"
+	}
+	return cut(s, 200)
+}

@@ -1,0 +1,373 @@
+// Package report renders a run for people and CI systems: a markdown
+// summary for a job page ($GITHUB_STEP_SUMMARY), JUnit XML for test
+// reporters, a mermaid sequence diagram of the conversation, and the whole
+// run as one JSON object.
+//
+// A Report is read from the run's log in one pass (events.Read: the log is
+// streamed, not loaded whole) up to the seq of the run's state (run.State),
+// so tasks and messages describe the same moment. The rules for message
+// statuses come from package run (run.MessageUpdates, run.Recipients);
+// this package only gathers and renders.
+//
+// Imports flow cmd -> report -> run.
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/task"
+)
+
+// Report is a run as of one seq: its manifest, its tasks with their
+// timings, and every message with its current status. In JSON (the json
+// format) it is one object with these keys.
+type Report struct {
+	Manifest run.Manifest `json:"manifest"`
+	Seq      int64        `json:"seq"`         // last event the report reflects
+	At       events.Time  `json:"generatedAt"` // when the report was made
+	Summary  string       `json:"summary"`     // "3/5 done · 1 failed · 1 waiting"
+	Timings  Timings      `json:"timings"`
+	Tasks    []*Task      `json:"tasks"`    // in creation order
+	Messages []*Message   `json:"messages"` // in seq order; a broadcast once per recipient
+	Counts   []KindCount  `json:"counts"`   // per message kind, in the order of Kinds
+	Damage   []string     `json:"damage,omitempty"`
+
+	ends []end // task endings in seq order, for the diagram
+}
+
+// Timings are the run's times. Seconds runs from the run's creation to
+// its end (the last task's end) or, while a task is still open, to At.
+type Timings struct {
+	CreatedAt   events.Time  `json:"createdAt"`
+	EndedAt     *events.Time `json:"endedAt,omitempty"` // when every task had ended
+	LastEventAt events.Time  `json:"lastEventAt"`
+	Seconds     float64      `json:"seconds"`
+}
+
+// Task is a task of the run (as reduced by run.State) with what the log
+// adds: how long it took, how long it waited for answers, its messages,
+// its last report and its done-when check.
+type Task struct {
+	*run.Task
+	// Seconds is the task's duration: from its (last) start to its end,
+	// or to the report's time while it runs; 0 when it never started.
+	Seconds float64 `json:"seconds"`
+	// WaitingSeconds is the time it spent waiting for responses to its
+	// questions, in seconds.
+	WaitingSeconds float64 `json:"waitingSeconds"`
+	// Messages counts the messages of its thread, both directions.
+	Messages int `json:"messages"`
+	// Result is the body of the last report the task's worker sent.
+	Result string `json:"result,omitempty"`
+	// Check is the done-when check its completion passed.
+	Check *run.Check `json:"check,omitempty"`
+}
+
+// Message is a message of the run with its current status (Status,
+// DeliveredAt, AcknowledgedAt, RejectedAt, Reason) computed from the log.
+// A broadcast appears once per recipient, with To set to the recipient's
+// task.
+type Message = events.Message
+
+// KindCount counts the messages of one kind by current status. A
+// broadcast counts once per recipient.
+type KindCount struct {
+	Kind         string `json:"kind"`
+	Messages     int    `json:"messages"`
+	Pending      int    `json:"pending"`
+	Delivered    int    `json:"delivered"`
+	Acknowledged int    `json:"acknowledged"`
+	Rejected     int    `json:"rejected"`
+}
+
+// Kinds lists the message kinds in the order reports show them.
+var Kinds = []string{events.KindQuestion, events.KindResponse, events.KindSteer, events.KindFollowUp,
+	events.KindNudge, events.KindReport, events.KindMessage}
+
+// end is a task reaching a terminal state.
+type end struct {
+	Seq    int64
+	Task   string
+	Status task.State
+	Reason string
+}
+
+// Options tune Load.
+type Options struct {
+	// BodyRunes keeps at most this many runes of each message body (and
+	// reason), marking a cut with "…"; 0 keeps them whole. Formats that
+	// shorten bodies anyway load less this way.
+	BodyRunes int
+	// Now is the report's time, used for tasks still open; zero means
+	// time.Now().
+	Now time.Time
+}
+
+// Load reads a report of r: the run's state (run.State) and, streamed, its
+// log up to the state's seq. A damaged log does not stop it: the damage is
+// listed in Report.Damage (see Err) and the rest is reported. Errors are
+// I/O errors.
+func Load(r *run.Run, o Options) (*Report, error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	st, err := r.State()
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Manifest: r.Manifest, Seq: st.Seq, At: events.Time{Time: now.UTC().Truncate(time.Millisecond)}, Summary: Summary(st)}
+	rep.Timings.CreatedAt = r.Manifest.CreatedAt
+	byID := map[string]*Task{}
+	for _, t := range st.TaskList() {
+		rt := &Task{Task: t}
+		rep.Tasks = append(rep.Tasks, rt)
+		byID[t.ID] = rt
+	}
+	c, err := events.Read(r.EventsPath(), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	copies := map[string]*Message{} // key: id, or id@task for a broadcast's copy
+	waitingSince := map[string]events.Time{}
+	for {
+		e, err := c.Next()
+		if err == io.EOF {
+			break
+		}
+		var de *events.DamageError
+		if errors.As(err, &de) {
+			rep.Damage = append(rep.Damage, de.Error())
+			if e.Seq == 0 {
+				continue
+			}
+		} else if err != nil {
+			return nil, err
+		}
+		if e.Seq > st.Seq {
+			break // appended after the state was read
+		}
+		rep.Timings.LastEventAt = e.At
+		if m := e.Message; m != nil {
+			m.Body = cut(m.Body, o.BodyRunes)
+			if m.To == events.Broadcast {
+				for _, to := range run.Recipients(&e) {
+					cp := *m
+					cp.To = to
+					copies[m.ID+"@"+to] = &cp
+					rep.Messages = append(rep.Messages, &cp)
+				}
+			} else {
+				copies[m.ID] = m
+				rep.Messages = append(rep.Messages, m)
+			}
+			if t := byID[m.Task]; t != nil && m.Kind == events.KindReport {
+				t.Result = m.Body
+			}
+		}
+		for _, u := range run.MessageUpdates(&e) {
+			m := copies[u.ID+"@"+u.Task]
+			if m == nil {
+				m = copies[u.ID]
+			}
+			if m != nil {
+				update(m, u, o.BodyRunes)
+			}
+		}
+		t := byID[e.Task]
+		if t == nil || e.To == "" {
+			continue
+		}
+		switch {
+		case e.To == string(task.Waiting) && e.From != string(task.Waiting):
+			waitingSince[t.ID] = e.At
+		case e.From == string(task.Waiting) && e.To != string(task.Waiting):
+			if since, ok := waitingSince[t.ID]; ok {
+				t.WaitingSeconds += secs(e.At.Sub(since.Time))
+				delete(waitingSince, t.ID)
+			}
+		}
+		switch {
+		case e.Type == events.TaskRetried:
+			t.Check = nil
+		case task.State(e.To).Terminal():
+			if ch := run.CheckOf(&e); ch != nil {
+				t.Check = ch
+			}
+			rep.ends = append(rep.ends, end{Seq: e.Seq, Task: t.ID, Status: task.State(e.To), Reason: cut(e.Reason, o.BodyRunes)})
+		}
+	}
+	for id, since := range waitingSince {
+		byID[id].WaitingSeconds += secs(now.Sub(since.Time))
+	}
+	allEnded := len(rep.Tasks) > 0
+	var last time.Time
+	for _, t := range rep.Tasks {
+		switch {
+		case t.StartedAt == nil:
+		case t.EndedAt != nil:
+			t.Seconds = secs(t.EndedAt.Sub(t.StartedAt.Time))
+		default:
+			t.Seconds = secs(now.Sub(t.StartedAt.Time))
+		}
+		if t.EndedAt == nil {
+			allEnded = false
+		} else if t.EndedAt.After(last) {
+			last = t.EndedAt.Time
+		}
+	}
+	for _, m := range rep.Messages {
+		if t := byID[m.Task]; t != nil {
+			t.Messages++
+		} else if t := byID[m.To]; t != nil {
+			t.Messages++ // a broadcast's copy
+		}
+	}
+	if allEnded {
+		rep.Timings.EndedAt = &events.Time{Time: last}
+		rep.Timings.Seconds = secs(last.Sub(rep.Timings.CreatedAt.Time))
+	} else {
+		rep.Timings.Seconds = secs(now.Sub(rep.Timings.CreatedAt.Time))
+	}
+	rep.Counts = counts(rep.Messages)
+	return rep, nil
+}
+
+// update applies a status change to a message copy: delivered only from
+// pending; acknowledged and rejected are final.
+func update(m *Message, u run.MessageUpdate, bodyRunes int) {
+	if m.Status == events.StatusAcknowledged || m.Status == events.StatusRejected {
+		return
+	}
+	at := u.At
+	switch u.Status {
+	case events.StatusDelivered:
+		if m.Status == events.StatusPending {
+			m.Status, m.DeliveredAt = u.Status, &at
+		}
+	case events.StatusAcknowledged:
+		m.Status, m.AcknowledgedAt = u.Status, &at
+	case events.StatusRejected:
+		m.Status, m.RejectedAt, m.Reason = u.Status, &at, cut(u.Reason, bodyRunes)
+	}
+}
+
+func counts(msgs []*Message) []KindCount {
+	by := map[string]*KindCount{}
+	var out []KindCount
+	for _, m := range msgs {
+		k := by[m.Kind]
+		if k == nil {
+			k = &KindCount{Kind: m.Kind}
+			by[m.Kind] = k
+		}
+		k.Messages++
+		switch m.Status {
+		case events.StatusDelivered:
+			k.Delivered++
+		case events.StatusAcknowledged:
+			k.Acknowledged++
+		case events.StatusRejected:
+			k.Rejected++
+		default:
+			k.Pending++
+		}
+	}
+	for _, kind := range Kinds {
+		if k := by[kind]; k != nil {
+			out = append(out, *k)
+			delete(by, kind)
+		}
+	}
+	for _, k := range by { // a kind this version does not know: still counted
+		out = append(out, *k)
+	}
+	return out
+}
+
+// Err returns the damage met while reading the log as an error wrapping
+// crew.ErrDamaged (exit 7), or nil: a report of a damaged log is written
+// in full and then says so.
+func (rep *Report) Err() error {
+	if len(rep.Damage) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the log of run %s is damaged (%s); the report shows what could be read; run crew repair: %w",
+		rep.Manifest.ID, strings.Join(rep.Damage, "; "), crew.ErrDamaged)
+}
+
+// Summary is a one-line count of a run's task states, completed first:
+// "3/5 done · 1 failed · 1 waiting" (done counts every ended task).
+func Summary(st *run.State) string {
+	counts := map[task.State]int{}
+	done := 0
+	for _, t := range st.Tasks {
+		counts[t.Status]++
+		if t.Status.Terminal() {
+			done++
+		}
+	}
+	parts := []string{fmt.Sprintf("%d/%d done", done, len(st.Tasks))}
+	for _, s := range task.States {
+		if counts[s] > 0 && s != task.Completed {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+// question returns the open question of a waiting task, or nil.
+func (rep *Report) question(t *Task) *Message {
+	if t.Question == "" {
+		return nil
+	}
+	for i := len(rep.Messages) - 1; i >= 0; i-- {
+		if rep.Messages[i].ID == t.Question {
+			return rep.Messages[i]
+		}
+	}
+	return nil
+}
+
+// thread returns the messages of one task, both directions, in seq order.
+func (rep *Report) thread(id string) []*Message {
+	var out []*Message
+	for _, m := range rep.Messages {
+		if m.Task == id || (m.Task == events.Broadcast && m.To == id) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// secs is d in seconds, to the millisecond (the log's resolution).
+func secs(d time.Duration) float64 {
+	return math.Round(d.Seconds()*1000) / 1000
+}
+
+// cut shortens s to at most n runes (n > 0), marking the cut with "…".
+func cut(s string, n int) string {
+	if n <= 0 || len(s) <= n {
+		return s
+	}
+	i, count := 0, 0
+	for j := range s {
+		if count == n-1 {
+			i = j
+		}
+		count++
+		if count > n {
+			return s[:i] + "…"
+		}
+	}
+	return s
+}

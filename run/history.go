@@ -1,0 +1,84 @@
+package run
+
+import (
+	"encoding/json"
+
+	"github.com/crew-dev/crew/events"
+)
+
+// The rules below say how the log's events bear on the messages sent
+// earlier in it. The reducer (State) keeps only the open messages; readers
+// of a run's whole history (crew run report) fold every event with these
+// rules instead of restating them.
+
+// MessageUpdate is a change an event makes to the status of a message sent
+// earlier: SPEC §2's pending → delivered → acknowledged | rejected.
+type MessageUpdate struct {
+	ID     string      // the message's id
+	Task   string      // the reading participant's task ("" for the leader): names a broadcast's copy
+	Status string      // events.StatusDelivered, StatusAcknowledged or StatusRejected
+	At     events.Time // when
+	Reason string      // why it was rejected, if it was
+}
+
+// MessageUpdates returns the status changes event e makes to earlier
+// messages, in the order they apply:
+//
+//   - message.delivered, message.acknowledged and message.rejected name
+//     the messages of their reader (the event's task, or the leader);
+//   - task.responded acknowledges the question its response answers
+//     (the leader has read it: it answered it);
+//   - task.ask_timed_out rejects the question the worker stopped waiting
+//     for, with the event's reason.
+//
+// A delivered update applies only to a copy still pending; acknowledged
+// and rejected are final. Events that change no message return nil.
+func MessageUpdates(e *events.Event) []MessageUpdate {
+	status := ""
+	switch e.Type {
+	case events.MessageDelivered:
+		status = events.StatusDelivered
+	case events.MessageAcknowledged:
+		status = events.StatusAcknowledged
+	case events.MessageRejected, events.TaskAskTimedOut:
+		status = events.StatusRejected
+	case events.TaskResponded:
+		if e.Message != nil && e.Message.ReplyTo != "" {
+			return []MessageUpdate{{ID: e.Message.ReplyTo, Status: events.StatusAcknowledged, At: e.At}}
+		}
+		return nil
+	default:
+		return nil
+	}
+	reader := e.Task
+	if e.Type == events.TaskAskTimedOut {
+		reader = "" // the question was the leader's to answer
+	}
+	out := make([]MessageUpdate, 0, len(e.MessageIDs))
+	for _, id := range e.MessageIDs {
+		u := MessageUpdate{ID: id, Task: reader, Status: status, At: e.At}
+		if status == events.StatusRejected {
+			u.Reason = e.Reason
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// Recipients returns who receives the message event e carries: the tasks
+// of a broadcast (every task not yet ended when it was sent, as recorded
+// in the event), the one task of any other leader -> worker message, and
+// nil for a worker -> leader message (outbox) or an event without one.
+func Recipients(e *events.Event) []string {
+	m := e.Message
+	switch {
+	case m == nil || m.Direction == events.Outbox:
+		return nil
+	case m.To == events.Broadcast:
+		var d broadcastData
+		json.Unmarshal(e.Data, &d)
+		return d.Recipients
+	default:
+		return []string{m.To}
+	}
+}
