@@ -19,5 +19,18 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
+# Every go test -fuzz target, one after another (go test -fuzz takes one
+# target per run), FUZZTIME each. `make test` runs only their seed corpora
+# (testdata/fuzz/<target>/); a failing input found here is written there,
+# so it becomes a regression test.
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
+			echo "== $$dir $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
+		done; \
+	done
+
 clean:
 	rm -rf bin

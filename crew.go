@@ -69,4 +69,6 @@ var PrivatePerm = Perm{File: 0o600, Dir: 0o700}
 
 // SharedPerm is --shared-group: the group reads and writes too, and new
 // directories inherit the group (setgid).
-var SharedPerm = Perm{File: 0o660, Dir: 0o2770}
+// (os.ModeSetgid: a bare 0o2000 is not the setgid bit of an os.FileMode,
+// and os.Chmod would drop it).
+var SharedPerm = Perm{File: 0o660, Dir: os.ModeSetgid | 0o770}

@@ -123,7 +123,7 @@ func (c *Cursor) Next() (Event, error) {
 		l, err := c.r.Next()
 		if err == io.EOF {
 			// Re-arm, so a later Next sees lines appended meanwhile.
-			c.r = jsonl.NewReader(c.f, c.r.Offset(), 0)
+			c.r = jsonl.NewReader(c.f, c.r.Offset(), c.r.Num())
 			return Event{}, io.EOF
 		}
 		if err != nil {
@@ -168,9 +168,10 @@ type Writer struct {
 }
 
 // OpenWriter opens the log at path for appending and cuts a torn last line
-// off it (see the package comment). The file must exist.
+// off it (see the package comment). The file must exist, and be a regular
+// file: a symbolic link is refused (fsys.ErrLink), never written through.
 func OpenWriter(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := fsys.OpenNoFollow(path, os.O_RDWR, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)

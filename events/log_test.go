@@ -16,6 +16,13 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 )
 
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testEvent is a task.created event with seq seq.
 func testEvent(seq int64) Event {
 	return Event{Seq: seq, At: Time{time.Date(2026, 11, 29, 21, 4, 5, int(seq%1000)*1e6, time.UTC)},
@@ -162,6 +169,23 @@ func TestCursorSeesLaterAppends(t *testing.T) {
 			t.Fatalf("after appending %d and %d the cursor gave %v, %v", from, from+1, seqs, errs)
 		}
 	}
+	// Damage appended later is still reported by line number.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.WriteString("{garbage\n")
+	must(t, err)
+	f.Close()
+	if seqs, errs := drain(t, c); len(seqs) != 0 || len(errs) != 1 {
+		t.Fatalf("after appending a damaged line the cursor gave %v, %v", seqs, errs)
+	} else {
+		damageOf(t, errs[0], path+":line 10:", "expected seq 10")
+	}
+	must(t, os.Truncate(path, c.Offset()-int64(len("{garbage\n"))))
+	c.Close()
+	c, err = Read(path, 9)
+	must(t, err)
+	defer c.Close()
+	drain(t, c)
 	end := c.Offset()
 	st, _ := os.Stat(path)
 	if end != st.Size() {

@@ -58,6 +58,16 @@ func startWriters(t *testing.T, dir string, n, count int, ops func(i int) string
 	return records
 }
 
+// startReader runs loop (a reader of crew processes, one after the other)
+// in a goroutine until the returned channel is closed; the returned
+// function waits for it and returns what it found wrong.
+func startReader(t *testing.T, loop func(stop <-chan struct{}) []string) (chan struct{}, func() []string) {
+	stop := make(chan struct{})
+	done := make(chan []string)
+	go func() { done <- loop(stop) }()
+	return stop, func() []string { return <-done }
+}
+
 type cmdWait struct {
 	wait func() error
 	out  *strings.Builder
@@ -91,10 +101,17 @@ func checkWriterOrder(t *testing.T, what string, bodies []string) {
 // with the log and equal a rebuild from it, and no temporary file is left.
 func TestManyWritersOneRun(t *testing.T) {
 	dir := newRun(t, "r1", "t1", "t2", "t3", "t4")
+	stop, readerDone := startReader(t, func(stop <-chan struct{}) []string {
+		return readLoop(t, dir, writerBodyRE, stop)
+	})
 	records := startWriters(t, dir, manyWriters, manyOps, func(i int) string {
 		task := fmt.Sprintf("t%d", i%4+1)
 		return "steer:" + task + ",report:" + task
 	})
+	close(stop)
+	for _, e := range readerDone() {
+		t.Errorf("reader: %s", e)
+	}
 	evs := eventsCLI(t, dir, "r1")
 	if raw, torn := readLog(t, dir, "r1"); len(raw) != len(evs) || torn != 0 {
 		t.Fatalf("events.jsonl holds %d events and a torn tail of %d bytes; crew events printed %d", len(raw), torn, len(evs))
@@ -133,7 +150,14 @@ func TestManyWritersOneRun(t *testing.T) {
 func TestManyWritersOneMailTree(t *testing.T) {
 	dir := newRoot(t)
 	crew(t, dir, "mail", "send", "--to", "bob", "--from", "setup", "--create-recipient", "hello")
+	stop, readerDone := startReader(t, func(stop <-chan struct{}) []string {
+		return mailCheckLoop(t, dir, "bob", regexp.MustCompile(`^(hello|w\d+-\d+)$`), stop)
+	})
 	startWriters(t, dir, manyWriters, manyOps, func(int) string { return "mail:bob" })
+	close(stop)
+	for _, e := range readerDone() {
+		t.Errorf("reader: %s", e)
+	}
 
 	ents, err := os.ReadDir(mailDir(dir, "bob"))
 	if err != nil {

@@ -323,3 +323,238 @@ func TestSeamFailedRepairLeavesEveryFile(t *testing.T) {
 		})
 	}
 }
+
+// mountTmpfs mounts a tmpfs of size bytes on a new temporary directory and
+// returns it; it is unmounted when the test ends. Tests that need it are
+// skipped, with the reason, where mounting is not possible (not root, or no
+// mount(2) permission in a container).
+func mountTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: mounting a small tmpfs to fill up needs root (the seam tests cover the same paths)")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
+		t.Skipf("skipped: cannot mount a tmpfs on %s: %v (the seam tests cover the same paths)", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes the file path until the file system is full and
+// returns how many bytes it wrote.
+func fillDisk(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n int64
+	for _, chunk := range []int{64 << 10, 4 << 10, 512, 1} {
+		buf := make([]byte, chunk)
+		for {
+			m, err := f.Write(buf)
+			n += int64(m)
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("fill %s: %v", path, err)
+			}
+		}
+	}
+	return n
+}
+
+// diskOps are CLI operations that each must write at least body's length
+// to the state root: on a full disk, every one of them must fail whole.
+func diskOps(body string) [][]string {
+	return [][]string{
+		{"steer", "t2", body, "--run", "r1"},
+		{"respond", "t1", body, "--run", "r1"},
+		{"report", body, "--run", "r1", "--task", "t2"},
+		{"broadcast", body, "--run", "r1"},
+		{"follow-up", "t2", body, "--run", "r1"},
+		{"task", "add", "t3", "--title", body, "--agent", "newagent", "--run", "r1"},
+		{"run", "create", "--id", "r2", "--title", body, "--leader", "boss"},
+		{"mail", "send", "--to", "t1", "--from", "leader", body},
+	}
+}
+
+// diskRun sets up run r1 under dir: t1 waiting on a question, t2 pending.
+func diskRun(t *testing.T, dir string) {
+	t.Helper()
+	crew(t, dir, "init")
+	crew(t, dir, "run", "create", "--id", "r1")
+	crew(t, dir, "task", "add", "t1", "--run", "r1")
+	crew(t, dir, "task", "add", "t2", "--run", "r1")
+	crew(t, dir, "task", "start", "t1", "--run", "r1")
+	crew(t, dir, "ask", "Which DB?", "--run", "r1", "--task", "t1")
+}
+
+// TestFullDiskTmpfs: on a real tmpfs filled to the last byte, every kind
+// of write (messages, a state change, a new task with its mailbox, a new
+// run, mail send) exits 1 with "no space left on device", and every file
+// and directory under .crew is byte-identical to before; readers still
+// work; once the filler is deleted the next operation works and seq is
+// dense.
+func TestFullDiskTmpfs(t *testing.T) {
+	mnt := mountTmpfs(t, 512<<10)
+	dir := filepath.Join(mnt, "work")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	diskRun(t, dir)
+	state := filepath.Join(dir, ".crew")
+	logPath := filepath.Join(runDir(dir, "r1"), "events.jsonl")
+	filler := filepath.Join(mnt, "filler")
+	fillDisk(t, filler)
+
+	body := strings.Repeat("full disk ", 1600) // 16,000 bytes: more than any page's slack
+	for _, args := range diskOps(body) {
+		name := strings.Join(args[:2], " ")
+		before := takeImage(t, state)
+		res := runCrew(t, dir, args...)
+		if res.Code != 1 || !strings.Contains(res.Stderr, "no space left on device") {
+			t.Errorf("%s on a full disk: exit %d, want 1 with the OS's reason\nstderr: %s", name, res.Code, res.Stderr)
+		}
+		assertSameImage(t, name+" on a full disk", state, before)
+	}
+	for _, args := range [][]string{{"pending", "--run", "r1"}, {"task", "list", "--run", "r1"}, {"events", "--run", "r1"}} {
+		if res := runCrew(t, dir, args...); res.Code != 0 {
+			t.Errorf("reader %s on a full disk: exit %d\n%s", strings.Join(args, " "), res.Code, res.Stderr)
+		}
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	n := assertDenseLog(t, logPath)
+	for _, args := range diskOps(body) {
+		crew(t, dir, args...)
+	}
+	if got := assertDenseLog(t, logPath); got != n+6 {
+		t.Errorf("after space came back the log has %d events, want %d", got, n+6)
+	}
+	for _, args := range [][]string{{"pending", "--run", "r1"}, {"task", "list", "--run", "r1"}, {"events", "--run", "r1"}, {"mail", "check"}} {
+		if res := runCrew(t, dir, args...); res.Code != 0 {
+			t.Errorf("after space came back, %s: exit %d\n%s", strings.Join(args, " "), res.Code, res.Stderr)
+		}
+	}
+}
+
+// TestDiskFillsWhileWriting: messages are sent until the disk fills up
+// (the log append, a projection or the mail-tree copy may be the write
+// that fails); every operation either succeeded or failed with exit 1 and
+// "no space left on device" leaving every file as it was; after space is
+// freed, the next writer brings the projections up to date and every
+// message that succeeded is in the log, the mailbox file and the mail
+// tree.
+func TestDiskFillsWhileWriting(t *testing.T) {
+	mnt := mountTmpfs(t, 256<<10)
+	dir := filepath.Join(mnt, "work")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	diskRun(t, dir)
+	state := filepath.Join(dir, ".crew")
+	logPath := filepath.Join(runDir(dir, "r1"), "events.jsonl")
+	// Leave a little room, then fill it with messages.
+	filler := filepath.Join(mnt, "filler")
+	fillDisk(t, filler)
+	if err := os.Truncate(filler, fileSize(t, filler)-96<<10); err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	failed := 0
+	for i := 0; failed < 3 && i < 500; i++ {
+		body := fmt.Sprintf("message %d %s", i, strings.Repeat("x", 1500))
+		before := takeImage(t, state)
+		res := runCrew(t, dir, "steer", "t2", body, "--run", "r1", "--json")
+		switch {
+		case res.Code == 0:
+			sent = append(sent, body)
+		case res.Code == 1 && strings.Contains(res.Stderr, "no space left on device"):
+			failed++
+			assertSameImage(t, fmt.Sprintf("steer %d failed", i), state, before)
+		default:
+			t.Fatalf("steer %d: exit %d\n%s", i, res.Code, res.Stderr)
+		}
+	}
+	t.Logf("%d steers acknowledged, %d refused with ENOSPC", len(sent), failed)
+	if failed == 0 || len(sent) == 0 {
+		t.Fatalf("the disk never filled up (%d sent, %d failed)", len(sent), failed)
+	}
+	os.Remove(filler)
+	crew(t, dir, "nudge", "t2", "--run", "r1") // the next writer catches the projections up
+	assertDenseLog(t, logPath)
+
+	out := crew(t, dir, "inbox", "--json", "--run", "r1", "--task", "t2")
+	steering := logLines(t, filepath.Join(runDir(dir, "r1"), "mailbox", "steering.jsonl"))
+	entries := crew(t, dir, "mail", "check", "t2", "--json")
+	for _, body := range sent {
+		if !strings.Contains(out, body) {
+			t.Errorf("inbox lost a message that was acknowledged: %.20s…", body)
+		}
+		if !strings.Contains(entries, body) {
+			t.Errorf("the mail tree lost a message that was acknowledged: %.20s…", body)
+		}
+	}
+	if len(steering) != len(sent) {
+		t.Errorf("steering.jsonl has %d lines, want %d (one per acknowledged steer)", len(steering), len(sent))
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestReadOnlyStateDir: on a read-only file system every write exits 1
+// with "read-only file system" and changes nothing; readers that write
+// nothing (pending, task list, events, run show) still work; after a
+// remount read-write the next operation works with seq dense.
+func TestReadOnlyStateDir(t *testing.T) {
+	mnt := mountTmpfs(t, 4<<20)
+	diskRun(t, mnt)
+	state := filepath.Join(mnt, ".crew")
+	logPath := filepath.Join(runDir(mnt, "r1"), "events.jsonl")
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Skipf("skipped: cannot remount %s read-only: %v", mnt, err)
+	}
+	before := takeImage(t, state)
+	ops := append(diskOps("read-only"),
+		[]string{"task", "start", "t2", "--run", "r1"},
+		[]string{"outbox", "--run", "r1"},
+		[]string{"repair", "r1"},
+	)
+	for _, args := range ops {
+		res := runCrew(t, mnt, args...)
+		if res.Code != 1 || !strings.Contains(res.Stderr, "read-only file system") {
+			t.Errorf("%s on a read-only state root: exit %d, want 1 with the OS's reason\nstderr: %s", strings.Join(args, " "), res.Code, res.Stderr)
+		}
+	}
+	assertSameImage(t, "writes on a read-only state root", state, before)
+	for _, args := range [][]string{{"pending", "--run", "r1"}, {"task", "list", "--run", "r1"}, {"events", "--run", "r1"}, {"run", "show", "r1"}, {"mail", "check"}} {
+		if res := runCrew(t, mnt, args...); res.Code != 0 {
+			t.Errorf("reader %s on a read-only state root: exit %d\n%s", strings.Join(args, " "), res.Code, res.Stderr)
+		}
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, ""); err != nil {
+		t.Fatalf("remount read-write: %v", err)
+	}
+	n := assertDenseLog(t, logPath)
+	crew(t, mnt, "steer", "t2", "writable again", "--run", "r1")
+	if got := assertDenseLog(t, logPath); got != n+1 {
+		t.Errorf("after remount the log has %d events, want %d", got, n+1)
+	}
+}

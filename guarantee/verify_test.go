@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -181,7 +182,7 @@ func checkRecorded(t testing.TB, records []string, byBody map[string]*logEvent) 
 		if e == nil {
 			t.Fatalf("%s %q reported success but is not in the log", op, body)
 		}
-		wantKind := map[string]string{"steer": "steer", "report": "report", "ask": "question", "respond": "response"}[kind]
+		wantKind := map[string]string{"steer": "steer", "nudge": "nudge", "report": "report", "ask": "question", "respond": "response"}[kind]
 		if e.msg.Kind != wantKind || e.msg.Task != task {
 			t.Fatalf("%s %q is in the log as a %s for task %s (seq %d)", op, body, e.msg.Kind, e.msg.Task, e.Seq)
 		}
@@ -469,4 +470,84 @@ func hiddenFiles(t testing.TB, dir string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// readLoop runs crew events --json on run r1 over and over until stop is
+// closed and returns what was wrong with any of its outputs: an exit code
+// other than 0, a line that is not a whole event, a seq gap, or a message
+// body that does not match bodies (two records glued together).
+func readLoop(t testing.TB, dir string, bodies *regexp.Regexp, stop <-chan struct{}) []string {
+	var errs []string
+	for {
+		select {
+		case <-stop:
+			return errs
+		default:
+		}
+		res := runCrew(t, dir, "events", "--json", "--run", "r1")
+		if res.Code != 0 {
+			errs = append(errs, fmt.Sprintf("crew events: exit %d: %s", res.Code, res.Stderr))
+			continue
+		}
+		evs, err := parseEvents(res.Stdout)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) {
+				errs = append(errs, fmt.Sprintf("crew events: line %d has seq %d", i+1, e.Seq))
+				break
+			}
+			if e.msg != nil && !bodies.MatchString(e.msg.Body) {
+				errs = append(errs, fmt.Sprintf("crew events: seq %d has a body no writer sent: %q", e.Seq, e.msg.Body))
+			}
+		}
+	}
+}
+
+// badJSONObjects returns the first line of out that is not a JSON object,
+// or "".
+func badJSONObjects(out string) string {
+	lines, torn := splitLines([]byte(out))
+	if torn > 0 {
+		return out[len(out)-torn:]
+	}
+	for _, l := range lines {
+		var v map[string]any
+		if json.Unmarshal(l, &v) != nil {
+			return string(l)
+		}
+	}
+	return ""
+}
+
+// mailCheckLoop runs crew mail check AGENT --json over and over until stop
+// is closed and returns what was wrong with any of its outputs: an exit
+// code other than 0 (a mail file it could not read), or a line that is not
+// a whole message whose body matches bodies.
+func mailCheckLoop(t testing.TB, dir, agent string, bodies *regexp.Regexp, stop <-chan struct{}) []string {
+	var errs []string
+	for {
+		select {
+		case <-stop:
+			return errs
+		default:
+		}
+		res := runCrew(t, dir, "mail", "check", agent, "--json")
+		if res.Code != 0 {
+			errs = append(errs, fmt.Sprintf("crew mail check: exit %d: %s", res.Code, res.Stderr))
+			continue
+		}
+		lines, torn := splitLines([]byte(res.Stdout))
+		if torn > 0 {
+			errs = append(errs, fmt.Sprintf("crew mail check: output ends in %q", res.Stdout[len(res.Stdout)-torn:]))
+		}
+		for _, l := range lines {
+			var m struct{ Body string }
+			if err := json.Unmarshal(l, &m); err != nil || !bodies.MatchString(m.Body) {
+				errs = append(errs, fmt.Sprintf("crew mail check printed %q", l))
+			}
+		}
+	}
 }

@@ -56,7 +56,7 @@ func LastSeq(path string) (int64, error) {
 // a line lost in a crash is appended again when the projection catches up.
 // On a failed write the file is truncated back to its previous size.
 func Append(path string, perm os.FileMode, msgs []events.Message) error {
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+	f, err := fsys.OpenNoFollow(path, os.O_RDWR|os.O_CREATE, perm) // never through a symbolic link
 	if err != nil {
 		return err
 	}

@@ -500,6 +500,7 @@ func (t Tree) Deliver(agent string, m Mail, sync bool) (name string, err error) 
 	}
 	if sync {
 		if err := treeSyncDir(r, "."); err != nil {
+			r.Remove(name) // not durable, so not delivered: a failure leaves nothing (SPEC §7.5)
 			return "", fmt.Errorf("deliver to %s: %w", agent, err)
 		}
 	}

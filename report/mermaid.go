@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/task"
@@ -106,13 +105,11 @@ func (rep *Report) mermaid(w io.Writer) {
 // and directives with '%%'; before lexing it turns entity codes (#59;,
 // #quot;) into placeholders and back into characters when it draws. So
 // every character that could end, comment out or restyle a line, or be
-// taken as HTML, is written as an entity code: # ; % : " < > & and the
-// backslash-free rest is left as it is. Control characters become spaces.
+// taken as HTML, is written as an entity code: # ; % : " < > &. The rest
+// is left as it is, but for control characters, line separators and bidi
+// controls, which become spaces (oneLine).
 func mermaidText(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
-	}), " ")
-	s = cut(s, n)
+	s = cut(oneLine(s), n)
 	var b strings.Builder
 	for _, r := range s {
 		switch r {
@@ -133,10 +130,6 @@ func mermaidText(s string, n int) string {
 		case '&':
 			b.WriteString("#amp;")
 		default:
-			if unicode.In(r, unicode.Bidi_Control) {
-				b.WriteRune(' ')
-				continue
-			}
 			b.WriteRune(r)
 		}
 	}

@@ -62,6 +62,9 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 	if err := crew.ValidateID("agent", spec.Agent); err != nil {
 		return nil, err
 	}
+	if !utf8.ValidString(spec.Title) || !utf8.ValidString(spec.DoneWhen) {
+		return nil, fmt.Errorf("task title or done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
+	}
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}

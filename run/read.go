@@ -2,9 +2,11 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -237,7 +239,8 @@ func participantTask(participant string) string { return recipientKey(participan
 // with reject, rejected with reason) in one event. An id that is not an
 // open message of the participant is crew.ErrNotFound; acknowledging a
 // message already acknowledged is a no-op; rejecting a closed one is
-// crew.ErrConflict.
+// crew.ErrConflict, and so is acknowledging or rejecting a question a task
+// still waits on (only a response closes it).
 func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string, reject bool, reason string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("no message id given: %w", crew.ErrInvalid)
@@ -265,6 +268,17 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 				missing = append(missing, id)
 			case op.Task != recipientKey(participant):
 				return nil, fmt.Errorf("message %s is addressed to %s, not %s: %w", id, nameOf(op.Task), participant, crew.ErrConflict)
+			case op.Kind == events.KindQuestion:
+				// An open question is one a task waits on (it closes when the
+				// task leaves waiting). Only respond may close it: ack or
+				// reject would leave the worker blocked and the question
+				// out of the leader's pending list.
+				for _, t := range st.Tasks {
+					if t.Question == id {
+						return nil, fmt.Errorf("question %s is what task %s waits on; answer it with crew respond %s: %w", id, t.ID, t.ID, crew.ErrConflict)
+					}
+				}
+				mine = append(mine, id)
 			default:
 				mine = append(mine, id)
 			}
@@ -282,12 +296,19 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 	}
 	// Not open: either closed already or unknown. Tell which.
 	for _, id := range missing {
-		status, err := r.closedStatus(id)
+		status, to, err := r.closedStatus(id, participant)
 		if err != nil {
 			return err
 		}
 		if status == "" {
 			return fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+		}
+		if to != participant {
+			// Closed or not, only its recipient may acknowledge a message.
+			if to == "" {
+				return fmt.Errorf("message %s is a broadcast that did not go to %s: %w", id, participant, crew.ErrConflict)
+			}
+			return fmt.Errorf("message %s is addressed to %s, not %s: %w", id, to, participant, crew.ErrConflict)
 		}
 		if reject || status != events.StatusAcknowledged {
 			return fmt.Errorf("message %s is already %s: %w", id, status, crew.ErrConflict)
@@ -324,27 +345,43 @@ func uuidCheck(id string) (string, error) {
 	return id, nil
 }
 
-// closedStatus scans the log for a message that is no longer open and
-// returns its final status ("acknowledged" or "rejected"), or "" if the
-// run never had such a message. It reads the whole log: it serves only
-// error paths.
-func (r *Run) closedStatus(id string) (string, error) {
+// closedStatus scans the log for a message that is no longer open for
+// participant (a task id, or Leader). It returns the message's final status
+// for that participant ("acknowledged" or "rejected"; "" if the run never
+// had such a message) and the participant it was addressed to: Leader for
+// what workers send, the task for the rest, and for a broadcast participant
+// itself if it was among the recipients, else "". It reads the whole log:
+// it serves only error paths.
+func (r *Run) closedStatus(id, participant string) (status, to string, err error) {
 	c, err := events.Read(r.EventsPath(), 0)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer c.Close()
-	status := ""
+	broadcast := false
 	for {
 		e, err := c.Next()
 		if err == io.EOF {
-			return status, nil
+			return status, to, nil
 		}
-		if e.Message != nil && e.Message.ID == id {
+		if m := e.Message; m != nil && m.ID == id {
 			status = events.StatusPending
+			switch {
+			case m.Direction == events.Outbox:
+				to = Leader
+			case m.To == events.Broadcast:
+				broadcast = true
+				var d broadcastData
+				json.Unmarshal(e.Data, &d)
+				if slices.Contains(d.Recipients, participant) {
+					to = participant
+				}
+			default:
+				to = m.To
+			}
 		}
-		if status == "" {
-			continue
+		if status == "" || broadcast && e.Task != recipientKey(participant) {
+			continue // each recipient of a broadcast closes its own copy
 		}
 		for _, x := range e.MessageIDs {
 			if x != id {

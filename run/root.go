@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -161,6 +162,9 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	}
 	if err := crew.ValidateID("agent", opts.Leader); err != nil {
 		return nil, err
+	}
+	if !utf8.ValidString(opts.Title) {
+		return nil, fmt.Errorf("run title is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 	}
 	if opts.Dir == "" {
 		wd, err := os.Getwd()

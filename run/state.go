@@ -26,6 +26,7 @@ type Task struct {
 	Questions   int          `json:"questions"`          // questions asked so far
 	Attempts    int          `json:"attempts"`           // times started
 	LastEventAt events.Time  `json:"lastEventAt"`        // last event about this task: a quiet worker's cue for nudge
+	CreatedSeq  int64        `json:"createdSeq"`         // seq of its task.created event: the order tasks were added in
 }
 
 // TaskSpec is the Data of a task.created event.
@@ -58,10 +59,14 @@ type State struct {
 	Tasks  map[string]*Task `json:"tasks"`
 	Open   map[string]*Open `json:"open"`             // key: message id, or id@task for a broadcast's copy
 	Damage []string         `json:"damage,omitempty"` // damage met while reducing the log; readers exit 7
+	// Files is the seq of the last message of each mailbox file, by
+	// events.Message.File ("inbox", "outbox", "steering"): the line each
+	// mailbox projection must end with.
+	Files map[string]int64 `json:"files"`
 }
 
 func newState() *State {
-	return &State{Tasks: map[string]*Task{}, Open: map[string]*Open{}}
+	return &State{Tasks: map[string]*Task{}, Open: map[string]*Open{}, Files: map[string]int64{}}
 }
 
 // TaskList returns the tasks ordered by creation (seq of task.created).
@@ -71,6 +76,10 @@ func (s *State) TaskList() []*Task {
 		ts = append(ts, t)
 	}
 	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].CreatedSeq > 0 && ts[j].CreatedSeq > 0 {
+			return ts[i].CreatedSeq < ts[j].CreatedSeq
+		}
+		// A snapshot written before CreatedSeq existed: the time, in ms.
 		if !ts[i].CreatedAt.Equal(ts[j].CreatedAt.Time) {
 			return ts[i].CreatedAt.Before(ts[j].CreatedAt.Time)
 		}
@@ -116,7 +125,7 @@ func (s *State) apply(e *events.Event) error {
 			return fmt.Errorf("seq %d: bad task.created: %w", e.Seq, err)
 		}
 		s.Tasks[e.Task] = &Task{ID: e.Task, Title: spec.Title, Agent: spec.Agent, DoneWhen: spec.DoneWhen,
-			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At}
+			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At, CreatedSeq: e.Seq}
 		return nil
 	}
 	if e.To != "" && t != nil {
@@ -141,6 +150,7 @@ func (s *State) apply(e *events.Event) error {
 		}
 	}
 	if m := e.Message; m != nil {
+		s.Files[m.File()] = m.Seq
 		switch m.To {
 		case events.Broadcast:
 			var d broadcastData

@@ -217,6 +217,12 @@ func TestStateRebuiltFromLog(t *testing.T) {
 		write(string(snap))
 		check(fmt.Sprintf("snapshot after step %d", i+1))
 	}
+	var old map[string]any
+	must(t, json.Unmarshal([]byte(want), &old))
+	delete(old, "files") // as written before State.Files existed
+	b, _ := json.Marshal(old)
+	write(string(b))
+	check("tasks.json without files")
 	write("{not json")
 	check("corrupt tasks.json")
 	write("")
@@ -224,7 +230,7 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	var bad State
 	must(t, json.Unmarshal([]byte(want), &bad))
 	bad.Offset = 10 // not a line end of the log
-	b, _ := json.Marshal(&bad)
+	b, _ = json.Marshal(&bad)
 	write(string(b))
 	check("tasks.json whose offset is not a line end")
 	bad.Offset = int64(len(logFirstLine(t, r))) // a line end, but of another seq

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -128,7 +130,7 @@ func (r *Run) commitBatch(batch []*op) error {
 		return err
 	}
 	defer w.Close()
-	st, caughtUp, err := r.loadForWrite(w)
+	st, caughtUp, before, err := r.loadForWrite(w)
 	if err != nil {
 		return err
 	}
@@ -178,7 +180,7 @@ func (r *Run) commitBatch(batch []*op) error {
 	// them behind the log, and the next writer catches up.
 	caughtUp = append(caughtUp, evs...)
 	if len(caughtUp) > 0 {
-		if err := r.project(st, caughtUp); ioFailure(err) {
+		if err := r.project(st, caughtUp, before); ioFailure(err) {
 			// A projection could not be written (a full disk, say): leave
 			// tasks.json behind, so that the next writer replays these
 			// events and projects them again (every step is idempotent).
@@ -221,13 +223,15 @@ func (r *Run) keepCache(st *State, w *events.Writer) {
 }
 
 // loadForWrite returns the state as of the end of the log, under the run
-// lock, and the events replayed after the snapshot it started from (their
-// projections may be missing: a writer may have crashed after its fsync).
-func (r *Run) loadForWrite(w *events.Writer) (*State, []*events.Event, error) {
+// lock, the events replayed after the snapshot it started from (their
+// projections may be missing: a writer may have crashed after its fsync),
+// and the snapshot's State.Files: where the mailbox files stood before
+// those events.
+func (r *Run) loadForWrite(w *events.Writer) (*State, []*events.Event, map[string]int64, error) {
 	if last, ok, err := w.Last(); err != nil {
-		return nil, nil, fmt.Errorf("%w; run crew repair %s", err, r.ID())
+		return nil, nil, nil, fmt.Errorf("%w; run crew repair %s", err, r.ID())
 	} else if !ok {
-		return nil, nil, fmt.Errorf("run %s has an empty log; run crew repair %s: %w", r.ID(), r.ID(), crew.ErrDamaged)
+		return nil, nil, nil, fmt.Errorf("run %s has an empty log; run crew repair %s: %w", r.ID(), r.ID(), crew.ErrDamaged)
 	} else {
 		_ = last
 	}
@@ -241,14 +245,15 @@ func (r *Run) loadForWrite(w *events.Writer) (*State, []*events.Event, error) {
 		if err != nil || !os.SameFile(cur, fi) || st.Offset > w.Size() {
 			st = nil
 		} else if st.Offset == w.Size() {
-			return st, nil, nil
+			return st, nil, maps.Clone(st.Files), nil
 		}
 	}
 	if st == nil {
 		st = r.readSnapshot()
 	}
+	before := maps.Clone(st.Files)
 	evs, err := r.replay(st, w.Size(), true)
-	return st, evs, err
+	return st, evs, before, err
 }
 
 // replay folds the log from st.Offset up to size into st. Damaged lines are
@@ -301,7 +306,8 @@ func (r *Run) readSnapshot() *State {
 		return newState()
 	}
 	st := newState()
-	if json.Unmarshal(data, st) != nil || st.Seq <= 0 || st.Offset <= 0 {
+	st.Files = nil // a snapshot without them is from an older crew: replay
+	if json.Unmarshal(data, st) != nil || st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
 		return newState()
 	}
 	f, err := os.Open(r.EventsPath())
@@ -404,45 +410,53 @@ func completeSize(path string, _ int64) (int64, error) {
 }
 
 // project brings the projections up to date with events already committed:
-// mailbox files, the mail tree, and the read flags in it. Every step is
-// idempotent (a mailbox line is appended only past the file's last seq; a
-// mail file keeps its name), so replaying an event twice is harmless.
-func (r *Run) project(st *State, evs []*events.Event) error {
-	last := map[string]int64{}
+// mailbox files, the mail tree, and the read flags in it. evs are the log's
+// last events (those after the snapshot the writer loaded, then its own);
+// before is State.Files as of the snapshot. Every step is idempotent (a
+// mailbox line is appended only past the file's last seq; a mail file keeps
+// its name), so replaying an event twice is harmless.
+//
+// Each mailbox file must end with the message st.Files names. One that ends
+// between before and that is behind by some of evs, which are appended; one
+// that is missing, damaged at its end, ahead of the log, or behind by more
+// than evs hold (a line lost in a crash while tasks.json survived) is
+// rebuilt from the log.
+func (r *Run) project(st *State, evs []*events.Event, before map[string]int64) error {
 	lines := map[string][]events.Message{}
 	for _, e := range evs {
 		if m := e.Message; m != nil {
-			file := mailbox.FileFor(m)
-			if _, ok := last[file]; !ok {
-				seq, err := mailbox.LastSeq(r.MailboxPath(file))
-				if _, serr := os.Lstat(r.MailboxPath(file)); err != nil || errors.Is(serr, os.ErrNotExist) {
-					seq = -1 // damaged, or lost (Create makes every mailbox file): rebuilt below
-				}
-				last[file] = seq
-			}
-			if m.Seq > last[file] && last[file] >= 0 {
-				lines[file] = append(lines[file], *m)
-			}
+			lines[mailbox.FileFor(m)] = append(lines[mailbox.FileFor(m)], *m)
 		}
 	}
 	errs := []error{r.projectTree(st, evs)}
 	if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {
 		return errors.Join(append(errs, err)...) // e.g. a symbolic link: not written through
 	}
-	for file, seq := range last {
-		if seq < 0 {
+	for _, file := range mailbox.Files {
+		key := strings.TrimSuffix(file, ".jsonl")
+		want := st.Files[key]
+		have, err := mailbox.LastSeq(r.MailboxPath(file))
+		_, serr := os.Lstat(r.MailboxPath(file))
+		switch {
+		case err == nil && serr == nil && have == want:
+			// up to date
+		case err == nil && serr == nil && have >= before[key] && have < want:
+			var add []events.Message
+			for _, m := range lines[file] {
+				if m.Seq > have {
+					add = append(add, m)
+				}
+			}
+			errs = append(errs, mailbox.Append(r.MailboxPath(file), r.root.Perm.File, add))
+		default:
 			errs = append(errs, r.rebuildMailbox(file))
-			continue
-		}
-		if len(lines[file]) > 0 {
-			errs = append(errs, mailbox.Append(r.MailboxPath(file), r.root.Perm.File, lines[file]))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // projectTree delivers the mail-tree copies of the events' messages and
-// sets the read flags of those delivered or acknowledged. It returns the
+// sets the read flags of those delivered, acknowledged or rejected. It returns the
 // errors met, joined.
 func (r *Run) projectTree(st *State, evs []*events.Event) error {
 	tree := r.root.MailTree()
@@ -453,7 +467,8 @@ func (r *Run) projectTree(st *State, evs []*events.Event) error {
 				errs = append(errs, r.deliverCopy(tree, agent, m))
 			}
 		}
-		if e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged {
+		if e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged || e.Type == events.MessageRejected {
+			// Acknowledged and rejected both come after delivered: seen.
 			agent := r.agentOf(st, e.Task)
 			for _, id := range e.MessageIDs {
 				errs = append(errs, tree.SetRead(agent, id, true, false))

@@ -10,9 +10,13 @@
 package fsys
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"sync/atomic"
+
+	"github.com/crew-dev/crew"
 )
 
 // Op names a kind of file operation a Fault can fail.
@@ -131,4 +135,37 @@ func Mkdir(name string, perm os.FileMode) error {
 		return err
 	}
 	return os.Mkdir(name, perm)
+}
+
+// ErrLink is returned (wrapped) by OpenNoFollow for a path that is a
+// symbolic link or not a regular file. It wraps crew.ErrInvalid, as crew's
+// other refusals of links do.
+var ErrLink = fmt.Errorf("not a regular file; crew does not write through symbolic links: %w", crew.ErrInvalid)
+
+// OpenNoFollow opens the regular file at path for writing (flag holds
+// os.O_RDWR or os.O_WRONLY, and maybe os.O_CREATE) without following a
+// symbolic link: a link, or anything but a regular file, is refused with an
+// error wrapping ErrLink, and so is a file swapped for another between the
+// check and the open. With os.O_CREATE a missing file is created
+// exclusively (O_EXCL), so a link planted meanwhile is not followed either
+// (SPEC §7.6).
+func OpenNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && flag&os.O_CREATE != 0:
+		return OpenFile(path, flag|os.O_EXCL, perm)
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: %w", path, ErrLink)
+	}
+	f, err := os.OpenFile(path, flag&^os.O_CREATE, perm)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !os.SameFile(fi, st) {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, ErrLink)
+	}
+	return f, nil
 }

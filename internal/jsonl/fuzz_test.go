@@ -11,7 +11,8 @@ import (
 // with '\n' added, are exactly the input up to its last '\n' (nothing lost,
 // nothing invented, no unterminated line), LineBefore agrees with it, and
 // SeekSeq neither panics nor fails and returns a line start within the
-// complete lines (for any since: on arbitrary input seqs need not ascend).
+// complete lines for any since, and the same offset as a linear scan when
+// the readable seqs ascend (the files SeekSeq is meant for).
 // Seeds are in testdata/fuzz/FuzzReader. Run with
 // go test -fuzz FuzzReader ./internal/jsonl/.
 func FuzzReader(f *testing.F) {
@@ -51,6 +52,15 @@ func FuzzReader(f *testing.F) {
 		if _, ok, _ := LineBefore(src, int64(len(data))); ok != (complete == int64(len(data)) && complete > 0) {
 			t.Fatalf("LineBefore(end) ok=%v with %d complete bytes of %d", ok, complete, len(data))
 		}
+		lines := scanLines(data)
+		ascending := true
+		var prev int64
+		for _, seq := range lines.seqs {
+			if seq != 0 {
+				ascending = ascending && seq > prev
+				prev = seq
+			}
+		}
 		for _, s := range []int64{since, since + 1, since - 1, 0, 1, 1 << 62} {
 			off, err := SeekSeq(src, int64(len(data)), s)
 			if err != nil {
@@ -58,6 +68,9 @@ func FuzzReader(f *testing.F) {
 			}
 			if off < 0 || off > complete || (off > 0 && data[off-1] != '\n') {
 				t.Fatalf("SeekSeq(since %d) = %d: not a line start within the %d complete bytes", s, off, complete)
+			}
+			if want := lines.seek(s); ascending && off != want {
+				t.Fatalf("SeekSeq(since %d) = %d; a linear scan of these ascending seqs says %d", s, off, want)
 			}
 		}
 	})

@@ -91,6 +91,9 @@ func (r *Reader) Next() (Line, error) {
 // line starts.
 func (r *Reader) Offset() int64 { return r.off }
 
+// Num is the line number of the next line (0 when unknown).
+func (r *Reader) Num() int64 { return r.num }
+
 // CompleteSize returns the size of f up to and including its last '\n': the
 // bytes that hold complete lines. A torn tail lies between it and the file's
 // size.
