@@ -344,11 +344,13 @@ func TestRespondRace(t *testing.T) {
 // TestTransitionRaces: 10 processes apply a state change to one task at
 // the same instant: exactly one succeeds and the rest exit 3, and the log
 // holds exactly one event of the change. Cases: 10 × task complete of a
-// running task, 10 × task start of a pending task, and 5 × complete
-// against 5 × fail (the task ends as the winner made it).
+// running task (also of one with a done-when check, which every process
+// runs before it commits), 10 × task start of a pending task, and 5 ×
+// complete against 5 × fail (the task ends as the winner made it).
 func TestTransitionRaces(t *testing.T) {
 	dir := newRun(t, "r1", "c1", "c2", "c3", "s1", "m1", "m2", "m3")
-	for _, id := range []string{"c1", "c2", "c3", "m1", "m2", "m3"} {
+	crew(t, dir, "task", "add", "d1", "--done-when", "true")
+	for _, id := range []string{"c1", "c2", "c3", "m1", "m2", "m3", "d1"} {
 		crew(t, dir, "task", "start", id)
 	}
 	type tc struct {
@@ -356,7 +358,7 @@ func TestTransitionRaces(t *testing.T) {
 		args func(i int) []string
 	}
 	var cases []tc
-	for _, id := range []string{"c1", "c2", "c3"} {
+	for _, id := range []string{"c1", "c2", "c3", "d1"} {
 		cases = append(cases, tc{id, func(int) []string { return []string{"task", "complete", id} }})
 	}
 	cases = append(cases, tc{"s1", func(int) []string { return []string{"task", "start", "s1"} }})

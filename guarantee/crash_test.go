@@ -217,7 +217,8 @@ func TestKill9(t *testing.T) {
 	}
 	checkRebuild(t, dir, "r1")
 	t.Logf("%d rounds: %d operations reported success; killed %d crew processes directly and %d writers with theirs; "+
-		"torn log tail after %d rounds, torn mailbox tail after %d, projections behind the log after %d; %d hidden temp files left",
+		"right after the kills: a torn log tail after %d rounds, a torn mailbox tail (put in by hand, not yet cut) after %d, "+
+		"projections behind the log (killed between commit and projections) after %d; %d hidden temp files left by killed processes",
 		rounds, stats.ops, stats.childKills, stats.groupKills, stats.tornLog, stats.tornMailbox, stats.projBehind, stats.temps)
 	if stats.ops < rounds {
 		t.Fatalf("only %d operations succeeded in %d rounds: the writers did not get to work", stats.ops, rounds)
@@ -320,4 +321,108 @@ func projectionState(t testing.TB, dir, runID string, evs []logEvent) (behind, t
 		}
 	}
 	return behind, torn
+}
+
+// TestKill9Waiter: a worker blocked in crew ask --wait is killed with
+// SIGKILL. Its question survives (the task stays waiting), and the
+// restarted worker's crew await gets the leader's answer: one waiting
+// as the answer is sent gets it, and so does one started after it.
+func TestKill9Waiter(t *testing.T) {
+	dir := newRun(t, "r1", "t1")
+	crew(t, dir, "task", "start", "t1")
+	writes, stopWatch := logWrites(t, dir, "r1")
+	defer stopWatch()
+	ask := exec.Command(crewBin, "ask", "Which database?", "--wait", "--task", "t1")
+	ask.Dir, ask.Env = dir, crewEnv()
+	if err := ask.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !logWritten(writes, 30*time.Second) { // a hang, not a speed limit
+		t.Fatal("crew ask wrote nothing")
+	}
+	// The question is committed once the log was written and the lock is
+	// free; a write under the lock then shows ask is done committing.
+	crew(t, dir, "nudge", "t1", "are you there?")
+	ask.Process.Signal(syscall.SIGKILL)
+	if err := ask.Wait(); err == nil || ask.ProcessState.ExitCode() != -1 {
+		t.Fatalf("crew ask --wait ended on its own (%v) before it was killed", err)
+	}
+
+	var qid string
+	for _, e := range eventsCLI(t, dir, "r1") {
+		if e.Type == "task.waiting" && e.msg != nil && e.msg.Body == "Which database?" {
+			qid = e.msg.ID
+		}
+	}
+	if qid == "" {
+		t.Fatal("the question of the killed worker is not in the log")
+	}
+	var task struct{ Status string }
+	json.Unmarshal([]byte(crew(t, dir, "task", "show", "t1", "--json")), &task)
+	if task.Status != "waiting" {
+		t.Fatalf("after the worker was killed, task t1 is %q, want waiting", task.Status)
+	}
+
+	await := exec.Command(crewBin, "await", qid)
+	await.Dir, await.Env = dir, crewEnv()
+	var out strings.Builder
+	await.Stdout = &out
+	if err := await.Start(); err != nil {
+		t.Fatal(err)
+	}
+	crew(t, dir, "respond", "t1", "Postgres.")
+	if err := await.Wait(); err != nil || strings.TrimSpace(out.String()) != "Postgres." {
+		t.Fatalf("crew await, started as the answer was sent: %v, printed %q; want Postgres.", err, out.String())
+	}
+	if got := strings.TrimSpace(crew(t, dir, "await", qid)); got != "Postgres." {
+		t.Fatalf("crew await after the answer printed %q, want Postgres.", got)
+	}
+}
+
+// TestKill9RunCreate: crew run create killed with SIGKILL at random
+// moments leaves each run whole or absent: every run listed has a log
+// that starts with run.created and readers exit 0 on it, and a run that is
+// absent can be created afterwards under the same id.
+func TestKill9RunCreate(t *testing.T) {
+	dir := newRoot(t)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	const n = 20
+	for i := range n {
+		cmd := exec.Command(crewBin, "run", "create", "--id", fmt.Sprintf("k%d", i))
+		cmd.Dir, cmd.Env = dir, crewEnv()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rng.IntN(4000)) * time.Microsecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	var listed []struct{ ID string }
+	for _, l := range strings.Split(strings.TrimSpace(crew(t, dir, "run", "list", "--json")), "\n") {
+		if l == "" {
+			continue
+		}
+		var m struct{ ID string }
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("crew run list --json printed %q", l)
+		}
+		listed = append(listed, m)
+	}
+	exists := map[string]bool{}
+	for _, m := range listed {
+		exists[m.ID] = true
+		evs := eventsCLI(t, dir, m.ID)
+		if len(evs) != 1 || evs[0].Type != "run.created" {
+			t.Fatalf("run %s: log holds %d events (first %q), want run.created alone", m.ID, len(evs), evs[0].Type)
+		}
+		crew(t, dir, "task", "add", "t1", "--run", m.ID)
+	}
+	for i := range n {
+		id := fmt.Sprintf("k%d", i)
+		if !exists[id] {
+			crew(t, dir, "run", "create", "--id", id)
+			crew(t, dir, "task", "add", "t1", "--run", id)
+		}
+	}
+	t.Logf("%d of %d runs were whole when their creator was killed; the rest were absent", len(listed), n)
 }

@@ -229,6 +229,13 @@ func TestSeqGapIsReported(t *testing.T) {
 	}
 	res = runCrew(t, dir, "task", "show", "t2", "--json", "--run", "r1")
 	wantDamaged(t, "task show", res, "expected seq 8")
+	res = runCrew(t, dir, "run", "show", "r1", "--json")
+	wantDamaged(t, "run show", res, "expected seq 8")
+	res = runCrew(t, dir, "run", "list")
+	wantDamaged(t, "run list", res, "run r1", "expected seq 8")
+	if !strings.Contains(res.Stdout, "r1") {
+		t.Errorf("run list did not list the damaged run:\n%s", res.Stdout)
+	}
 }
 
 // TestPendingOnDamagedLogNeverSaysNothingOpen: even when nothing readable

@@ -182,7 +182,7 @@ func TestSeamFailedProjectionIsCaughtUp(t *testing.T) {
 	ctx := context.Background()
 	for _, part := range []string{"mailbox" + string(os.PathSeparator), "tasks.json", filepath.Join("mail", "t1")} {
 		t.Run(filepath.Base(part), func(t *testing.T) {
-			root, r, dir := seamRun(t)
+			root, r, _ := seamRun(t)
 			restore := failing(syscall.ENOSPC, part, fsys.OpWrite, fsys.OpCreate, fsys.OpRename, fsys.OpLink)
 			m, err := r.Send(ctx, run.SendOptions{Kind: "steer", Task: "t1", From: "leader", Body: "while full"})
 			if restore() == 0 {
@@ -218,7 +218,6 @@ func TestSeamFailedProjectionIsCaughtUp(t *testing.T) {
 			if err != nil || st.Seq != assertDenseLog(t, r.EventsPath()) {
 				t.Errorf("state at seq %d, log disagrees (%v)", st.Seq, err)
 			}
-			_ = dir
 		})
 	}
 }

@@ -419,7 +419,8 @@ type Waiting struct {
 // Pending computes what is open for participant (Leader or a task id) by
 // reducing the log. If the log has a gap or an unreadable line it returns
 // what it could read and an error wrapping crew.ErrDamaged: it never says
-// "nothing open" when it could not read everything. It writes nothing.
+// "nothing open" when it could not read everything. It records nothing
+// (at most it rebuilds a damaged mailbox projection from the log).
 func (r *Run) Pending(participant string) (*Pending, error) {
 	st, err := r.State()
 	if err != nil {

@@ -112,6 +112,10 @@ func (r *Run) commit(ctx context.Context, fn func(*State) (*events.Event, error)
 }
 
 func (r *Run) lock() (*flock.Flock, error) {
+	if fi, err := os.Lstat(r.path("run.lock")); err == nil && !fi.Mode().IsRegular() {
+		// flock opens with O_CREATE: a link would be followed.
+		return nil, fmt.Errorf("lock run %s: %s: %w", r.ID(), r.path("run.lock"), fsys.ErrLink)
+	}
 	fl := flock.New(r.path("run.lock"))
 	if err := fl.Lock(); err != nil {
 		return nil, fmt.Errorf("lock run %s: %w", r.ID(), err)

@@ -24,11 +24,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 WHO=leader
 colors
 
+# Each worker runs in its own process group (job control, set -m), so that
+# if the leader fails, it can stop a worker together with the crew command
+# the worker is blocked in.
+set -m
 WORKERS=()
 cleanup() {
 	local rc=$?
 	for pid in "${WORKERS[@]}"; do
-		kill "$pid" 2>/dev/null || true
+		kill -- "-$pid" 2>/dev/null || true
 	done
 	[ -z "${FOLLOW_PID:-}" ] || unfollow
 	[ -z "${LOG_PID:-}" ] || stop_log
@@ -61,8 +65,8 @@ done_reports=0
 
 respond_notes() {
 	pace
-	crew respond notes "Keep it short: no examples." >/dev/null
 	say "responds to notes: \"Keep it short: no examples.\""
+	crew respond notes "Keep it short: no examples." >/dev/null
 	held=""
 	nudge_quiet
 }
@@ -98,14 +102,14 @@ while [ "$done_reports" -lt 3 ]; do
 		case $task in
 		test)
 			pace
-			crew respond test "Skip it, and say so in your report: Reverse gets its own fix." >/dev/null
 			say "responds to test: \"Skip it, and say so in your report: Reverse gets its own fix.\""
+			crew respond test "Skip it, and say so in your report: Reverse gets its own fix." >/dev/null
 			test_settled=1
 			pace
-			crew steer notes "Add a Known issues section: Reverse breaks multi-byte characters, so TestReverseUnicode fails (skipped for now)." >/dev/null
 			say "steers notes: add a Known issues section about TestReverseUnicode"
-			crew follow-up notes "When NOTES.md is done, add how to run the tests." >/dev/null
+			crew steer notes "Add a Known issues section: Reverse breaks multi-byte characters, so TestReverseUnicode fails (skipped for now)." >/dev/null
 			say "sends notes a follow-up: \"When NOTES.md is done, add how to run the tests.\""
+			crew follow-up notes "When NOTES.md is done, add how to run the tests." >/dev/null
 			[ -z "$held" ] || respond_notes
 			;;
 		notes)
@@ -121,7 +125,13 @@ while [ "$done_reports" -lt 3 ]; do
 	report)
 		say "reads the report from $task: \"$text\""
 		crew ack "$id"
-		case $text in done:*) done_reports=$((done_reports + 1)) ;; esac
+		case $text in
+		"done: failed"*)
+			say "$task failed; stopping the demo"
+			exit 1
+			;;
+		done:*) done_reports=$((done_reports + 1)) ;;
+		esac
 		;;
 	esac
 done

@@ -67,8 +67,8 @@ safe_point() {
 			;;
 		nudge)
 			say "safe point: nudged: \"$(body "$line")\""
-			crew report "$STATUS" >/dev/null
 			say "reports: \"$STATUS\""
+			crew report "$STATUS" >/dev/null
 			NUDGED=1
 			crew ack "$id"
 			;;
@@ -109,8 +109,8 @@ on_follow_up() { say "follow-up: nothing to do for \"$(body "$1")\""; }
 # finish_task sends the final report and completes the task (which runs
 # the task's done-when check, if it has one).
 finish_task() {
-	crew report "$STATUS" >/dev/null
 	say "reports: \"$STATUS\""
+	crew report "$STATUS" >/dev/null
 	local out check
 	out=$(crew task complete)
 	check=$(printf '%s\n' "$out" | sed -n 's/^check passed: //p')

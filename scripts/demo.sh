@@ -14,6 +14,8 @@
 # ended with every task completed.
 set -euo pipefail
 crew_bin=${1:?usage: scripts/demo.sh PATH-TO-CREW-BINARY}
+[ -x "$crew_bin" ] || { echo "demo: $crew_bin is not an executable file" >&2; exit 2; }
+crew_bin="$(cd "$(dirname "$crew_bin")" && pwd)/$(basename "$crew_bin")"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
@@ -23,7 +25,7 @@ chmod -R u+w "$work"
 
 # `crew` on PATH is the binary under test, whatever its file is called.
 mkdir "$work/.bin"
-ln -s "$(cd "$(dirname "$crew_bin")" && pwd)/$(basename "$crew_bin")" "$work/.bin/crew"
+ln -s "$crew_bin" "$work/.bin/crew"
 export PATH="$work/.bin:$PATH"
 
 # The user's shell must not leak a run, task or agent into the demo.
@@ -64,7 +66,7 @@ echo "  cd $work"
 echo "  jq -c '{seq, type, task, actor, from, to}' .crew/state/runs/demo/events.jsonl"
 echo "  jq -r 'select(.kind == \"question\") | .body' .crew/state/runs/demo/mailbox/outbox.jsonl"
 echo "  jq -c 'select(.message.replyTo) | {task, question: .message.replyTo, response: .message.id}' .crew/state/runs/demo/events.jsonl"
-echo "  $(cd "$(dirname "$crew_bin")" && pwd)/$(basename "$crew_bin") events --type task.waiting --type task.responded"
+echo "  $crew_bin events --type task.waiting --type task.responded"
 if command -v jq >/dev/null 2>&1; then
 	echo
 	echo "${bold}For example${reset}, the questions the workers asked:"

@@ -20,7 +20,7 @@ import (
 // Global flags: accepted before or after the command name.
 var globalFlags = []cli.Flag{
 	&cli.StringFlag{Name: "dir", Usage: "state root `DIR` (default: the nearest .crew above the working directory)", EnvVars: []string{"CREW_DIR"}},
-	&cli.BoolFlag{Name: "json", Usage: "machine output: one JSON object per record, one per line"},
+	&cli.BoolFlag{Name: "json", Usage: "machine output: one JSON object per record, one per line", EnvVars: []string{"CREW_JSON"}},
 	&cli.BoolFlag{Name: "shared-group", Usage: "create files 0660 and directories 2770 (group-shared) instead of 0600/0700"},
 	&cli.IntFlag{Name: "max-body", Usage: "largest message body in `BYTES`", Value: run.DefaultMaxBody},
 }

@@ -503,3 +503,45 @@ func e2eMust[T any](v T, err error) T {
 	}
 	return v
 }
+
+// Regression: CREW_JSON=1 turned errors into JSON (jsonRequested) but not
+// the output itself, so a script that set it parsed human text. It now
+// means --json for both, and CREW_JSON=0 (or an explicit --json=false)
+// means human output for both.
+func TestJSONFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	crew := func(args ...string) (string, string, int) {
+		var stdout, stderr bytes.Buffer
+		code := Main(append([]string{"crew", "--dir", dir}, args...), strings.NewReader(""), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	if _, errOut, code := crew("init"); code != 0 {
+		t.Fatalf("crew init: exit %d: %s", code, errOut)
+	}
+	crew("run", "create", "--id", "r1")
+	crew("task", "add", "t1", "--run", "r1")
+
+	t.Setenv("CREW_JSON", "1")
+	out, _, code := crew("task", "list", "--run", "r1")
+	if code != 0 || !strings.HasPrefix(out, `{"id":"t1"`) {
+		t.Errorf("CREW_JSON=1 crew task list: exit %d, output %q, want one JSON object per task", code, out)
+	}
+	_, errOut, code := crew("task", "show", "nope", "--run", "r1")
+	if code != exitNotFound || !strings.Contains(errOut, `{"error":{"code":"not_found"`) {
+		t.Errorf("CREW_JSON=1 crew task show nope: exit %d, stderr %q, want exit 4 and a JSON error", code, errOut)
+	}
+	_, errOut, _ = crew("task", "show", "nope", "--run", "r1", "--json=false")
+	if strings.Contains(errOut, `{"error"`) {
+		t.Errorf("--json=false still wrote a JSON error: %q", errOut)
+	}
+
+	t.Setenv("CREW_JSON", "0")
+	out, _, _ = crew("task", "list", "--run", "r1")
+	if !strings.HasPrefix(out, "TASK") {
+		t.Errorf("CREW_JSON=0 crew task list: %q, want the human table", out)
+	}
+	_, errOut, _ = crew("task", "show", "nope", "--run", "r1")
+	if strings.Contains(errOut, `{"error"`) {
+		t.Errorf("CREW_JSON=0 still wrote a JSON error: %q", errOut)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -112,14 +114,23 @@ func message(err error) string {
 	return s
 }
 
+// jsonRequested reports whether errors are to be written as JSON too: as
+// the --json flag decides (the last --json[=BOOL] before "--", else
+// CREW_JSON), even when parsing failed before the flag was read.
 func jsonRequested(args []string) bool {
+	on, _ := strconv.ParseBool(os.Getenv("CREW_JSON"))
 	for _, a := range args {
 		if a == "--" {
-			return false
+			break
 		}
-		if a == "--json" || a == "-json" || a == "--json=true" {
-			return true
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		on = true
+		if hasValue {
+			on, _ = strconv.ParseBool(value)
 		}
 	}
-	return os.Getenv("CREW_JSON") == "1"
+	return on
 }

@@ -25,10 +25,11 @@ func watchCommand() *cli.Command {
 			"crew watch --agent leader --exec ./answer.sh\n" +
 			"crew watch --json\n" +
 			"crew watch --agent t1 --count 1 --json   # block until the next message for t1",
-		Flags: []cli.Flag{runFlag, sinceFlag,
+		Flags: []cli.Flag{runFlag,
+			&cli.Int64Flag{Name: "since", Usage: "start after seq `SEQ` (0: every message of the run)", DefaultText: "the run's last seq: only what arrives from now on"},
 			&cli.StringFlag{Name: "agent", Usage: "only messages to `NAME`: a task id, a task's agent (all its tasks), or the leader (what workers send)"},
 			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (sh -c); a failing CMD is reported and watching goes on"},
-			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages (default: follow until interrupted)"},
+			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages", DefaultText: "follow until interrupted"},
 		},
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)

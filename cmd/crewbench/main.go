@@ -24,7 +24,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -40,7 +42,11 @@ type config struct {
 	reps     int           // repetitions of open_ms and tail_read_ms
 	keep     bool
 	dir      string
+	only     map[string]bool // parts to run; all when empty
 }
+
+// runs reports whether the part is to be run.
+func (c config) runs(part string) bool { return len(c.only) == 0 || c.only[part] }
 
 func main() {
 	var c config
@@ -55,12 +61,38 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss (for work on one figure)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
-		c.events, c.messages, c.rounds, c.wake, c.reps = 100_000, 10_000, 3, 50, 11
-		c.cliOps = time.Second
+		for name, v := range map[string]*int{"events": &c.events, "messages": &c.messages, "rounds": &c.rounds, "wake": &c.wake, "reps": &c.reps} {
+			if !set[name] {
+				*v = map[string]int{"events": 100_000, "messages": 10_000, "rounds": 3, "wake": 50, "reps": 11}[name]
+			}
+		}
+		if !set["cli"] {
+			c.cliOps = time.Second
+		}
+	}
+	c.only = map[string]bool{}
+	for _, p := range strings.Split(*only, ",") {
+		if p != "" {
+			c.only[p] = true
+		}
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crewbench:", err)
+			os.Exit(1)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	if err := bench(c); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "crewbench:", err)
 		os.Exit(1)
 	}
@@ -117,73 +149,89 @@ func bench(c config) error {
 	}
 	res := result{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
 	var rows []row
+	var raw []float64
 
-	step("raw limit and one writer, %d rounds of %s each", c.rounds, c.round)
-	raw, send, err := alternate(tmp, c, "send", sendOne)
-	if err != nil {
-		return err
+	if c.runs("send") {
+		step("raw limit and one writer, %d rounds of %s each", c.rounds, c.round)
+		r, send, err := alternate(tmp, c, "send", sendOne)
+		if err != nil {
+			return err
+		}
+		raw = append(raw, r...)
+		res.SendPerS, res.SendRatio = median(send), medianRatio(send, r)
 	}
-	res.RawFsyncPerS, res.SendPerS, res.SendRatio = median(raw), median(send), medianRatio(send, raw)
-	step("raw limit and 16 writers, %d rounds of %s each", c.rounds, c.round)
-	raw2, group, err := alternate(tmp, c, "group", sendGroup)
-	if err != nil {
-		return err
+	if c.runs("group") {
+		step("raw limit and 16 writers, %d rounds of %s each", c.rounds, c.round)
+		r, group, err := alternate(tmp, c, "group", sendGroup)
+		if err != nil {
+			return err
+		}
+		raw = append(raw, r...)
+		res.GroupPerS, res.GroupRatio = median(group), medianRatio(group, r)
 	}
-	res.GroupPerS, res.GroupRatio = median(group), medianRatio(group, raw2)
-	raw = append(raw, raw2...)
-	res.RawFsyncPerS = median(raw)
-	rows = append(rows,
-		row{"raw_fsync_per_s", "300-byte append + fsync under a file lock, per second", f0(res.RawFsyncPerS), "(reference)", spread(raw)},
-		row{"send_ratio", "library steer/ask/respond, one writer, ÷ raw", f2(res.SendRatio), "≥ 0.7", f0(res.SendPerS) + " ops/s"},
-		row{"group_ratio", "library steers from 16 goroutines, ÷ raw", f2(res.GroupRatio), "≥ 5", f0(res.GroupPerS) + " ops/s"},
-	)
+	if len(raw) > 0 {
+		res.RawFsyncPerS = median(raw)
+		rows = append(rows,
+			row{"raw_fsync_per_s", "300-byte append + fsync under a file lock, per second", f0(res.RawFsyncPerS), "(reference)", spread(raw)},
+			row{"send_ratio", "library steer/ask/respond, one writer, ÷ raw", f2(res.SendRatio), "≥ 0.7", f0(res.SendPerS) + " ops/s"},
+			row{"group_ratio", "library steers from 16 goroutines, ÷ raw", f2(res.GroupRatio), "≥ 5", f0(res.GroupPerS) + " ops/s"},
+		)
+	}
 
-	step("sequential crew steer processes for %s", c.cliOps)
-	if res.CLIOpsPerS, err = cliOps(tmp, c); err != nil {
-		return err
+	if c.runs("cli") {
+		step("sequential crew steer processes for %s", c.cliOps)
+		if res.CLIOpsPerS, err = cliOps(tmp, c); err != nil {
+			return err
+		}
+		rows = append(rows, row{"cli_ops_per_s", "sequential `crew steer` processes per second", f0(res.CLIOpsPerS), "≥ 300", ""})
 	}
-	rows = append(rows, row{"cli_ops_per_s", "sequential `crew steer` processes per second", f0(res.CLIOpsPerS), "≥ 300", ""})
 
-	step("%d wake-ups of a blocked crew ask --wait", c.wake)
-	w, err := wake(tmp, c)
-	if err != nil {
-		return err
+	if c.runs("wake") {
+		step("%d wake-ups of a blocked crew ask --wait", c.wake)
+		w, err := wake(tmp, c)
+		if err != nil {
+			return err
+		}
+		res.WakeP50ms, res.WakeP99ms, res.WakeEarly = w.p50, w.p99, w.early
+		rows = append(rows,
+			row{"wake_p50_ms", "Respond returns → blocked `crew ask --wait` prints (median)", f2(res.WakeP50ms), "≤ 5", fmt.Sprintf("%d samples", c.wake)},
+			row{"wake_p99_ms", "the same, 99th percentile", f2(res.WakeP99ms), "≤ 20", fmt.Sprintf("max %.2f ms", w.max)},
+		)
 	}
-	res.WakeP50ms, res.WakeP99ms, res.WakeEarly = w.p50, w.p99, w.early
-	rows = append(rows,
-		row{"wake_p50_ms", "Respond returns → blocked `crew ask --wait` prints (median)", f2(res.WakeP50ms), "≤ 5", fmt.Sprintf("%d samples", c.wake)},
-		row{"wake_p99_ms", "the same, 99th percentile", f2(res.WakeP99ms), "≤ 20", fmt.Sprintf("max %.2f ms", w.max)},
-	)
 
-	step("generating a run of %d events through the library", c.events)
-	big, err := largeRun(tmp, c)
-	if err != nil {
-		return err
+	if c.runs("large") {
+		step("generating a run of %d events through the library", c.events)
+		big, err := largeRun(tmp, c)
+		if err != nil {
+			return err
+		}
+		res.Events, res.GenEventsPerS = big.events, big.perS
+		step("%d events in %.1f s (%.0f events/s)", big.events, big.took.Seconds(), big.perS)
+		if res.OpenMs, err = median3(c.reps, func() (float64, error) {
+			return timeProcess(c.crew, big.env, "task", "list")
+		}); err != nil {
+			return err
+		}
+		if res.TailReadMs, err = median3(c.reps, func() (float64, error) {
+			return timeProcess(c.crew, big.env, "inbox", "--task", big.tailTask, "--since", fmt.Sprint(big.tailSince), "--json")
+		}); err != nil {
+			return err
+		}
+		rows = append(rows,
+			row{"tail_read_ms", fmt.Sprintf("`crew inbox --since` printing a task's last 10 messages, %d-event run", big.events), f2(res.TailReadMs), "≤ 10", "whole process, median"},
+			row{"open_ms", fmt.Sprintf("`crew task list`, %d-event run", big.events), f2(res.OpenMs), "≤ 30", "whole process, median"},
+		)
 	}
-	res.Events, res.GenEventsPerS = big.events, big.perS
-	step("%d events in %.1f s (%.0f events/s)", big.events, big.took.Seconds(), big.perS)
-	if res.OpenMs, err = median3(c.reps, func() (float64, error) {
-		return timeProcess(c.crew, big.env, "task", "list")
-	}); err != nil {
-		return err
-	}
-	if res.TailReadMs, err = median3(c.reps, func() (float64, error) {
-		return timeProcess(c.crew, big.env, "inbox", "--task", big.tailTask, "--since", fmt.Sprint(big.tailSince), "--json")
-	}); err != nil {
-		return err
-	}
-	rows = append(rows,
-		row{"tail_read_ms", fmt.Sprintf("`crew inbox --since` printing a task's last 10 messages, %d-event run", big.events), f2(res.TailReadMs), "≤ 10", "whole process, median"},
-		row{"open_ms", fmt.Sprintf("`crew task list`, %d-event run", big.events), f2(res.OpenMs), "≤ 30", "whole process, median"},
-	)
 
-	step("peak memory of crew inbox --json over %d messages", c.messages)
-	rss, err := inboxRSS(tmp, c)
-	if err != nil {
-		return err
+	if c.runs("rss") {
+		step("peak memory of crew inbox --json over %d messages", c.messages)
+		rss, err := inboxRSS(tmp, c)
+		if err != nil {
+			return err
+		}
+		res.PeakRSSMB, res.InboxMessages, res.InboxMs = rss.mb, rss.messages, rss.ms
+		rows = append(rows, row{"peak_rss_mb", fmt.Sprintf("`crew inbox --json` over %d messages, peak RSS", rss.messages), f1(res.PeakRSSMB), "≤ 64", fmt.Sprintf("took %.1f s", rss.ms/1000)})
 	}
-	res.PeakRSSMB, res.InboxMessages, res.InboxMs = rss.mb, rss.messages, rss.ms
-	rows = append(rows, row{"peak_rss_mb", fmt.Sprintf("`crew inbox --json` over %d messages, peak RSS", rss.messages), f1(res.PeakRSSMB), "≤ 64", fmt.Sprintf("took %.1f s", rss.ms/1000)})
 
 	printTable(os.Stdout, rows, res, time.Since(start))
 	line, err := json.Marshal(res)
