@@ -392,3 +392,52 @@ func TestTransitionRaces(t *testing.T) {
 		checkProjections(t, dir, "r1", evs)
 	}
 }
+
+// TestInboxRace: 10 processes read one worker's inbox at the same instant
+// (crew inbox marks what it shows delivered, a write): each exits 0 and
+// shows all 5 messages, and each message is marked delivered exactly once
+// in the log.
+func TestInboxRace(t *testing.T) {
+	dir := newRun(t, "r1", "t1")
+	want := map[string]bool{}
+	for i := range 5 {
+		body := fmt.Sprintf("steer %d", i)
+		crew(t, dir, "steer", "t1", body)
+		want[body] = true
+	}
+	var argss [][]string
+	for range 10 {
+		argss = append(argss, []string{"inbox", "--task", "t1", "--json"})
+	}
+	for i, r := range race(t, dir, argss) {
+		if r.Code != 0 {
+			t.Fatalf("reader %d: exit %d: %s", i, r.Code, r.Stderr)
+		}
+		got := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+			var m struct{ Body, Status string }
+			if err := json.Unmarshal([]byte(l), &m); err != nil || m.Status != "delivered" {
+				t.Fatalf("reader %d printed %q (%v); want a delivered message", i, l, err)
+			}
+			got[m.Body] = true
+		}
+		if len(got) != len(want) {
+			t.Fatalf("reader %d saw %d messages, want %d", i, len(got), len(want))
+		}
+	}
+	evs := eventsCLI(t, dir, "r1")
+	delivered := map[string]int{}
+	for _, e := range evs {
+		if e.Type == "message.delivered" {
+			for _, id := range e.MessageIDs {
+				delivered[id]++
+			}
+		}
+	}
+	for _, e := range evs {
+		if e.msg != nil && delivered[e.msg.ID] != 1 {
+			t.Fatalf("message %q is marked delivered %d times, want once", e.msg.Body, delivered[e.msg.ID])
+		}
+	}
+	checkProjections(t, dir, "r1", evs)
+}

@@ -225,19 +225,6 @@ func TestKill9(t *testing.T) {
 	}
 }
 
-// appendBytes appends data to the file at path (which must exist).
-func appendBytes(t testing.TB, path, data string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(data); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // killGroups sends SIGKILL to the writers' process groups (each writer and
 // its crew process), all at once, then waits until no process of them is
 // alive, so no write of a dying process can land after the test starts
@@ -393,7 +380,7 @@ func TestKill9RunCreate(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rng.IntN(4000)) * time.Microsecond)
+		time.Sleep(time.Duration(rng.IntN(15000)) * time.Microsecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 	}

@@ -68,6 +68,19 @@ func children(pid int) []int {
 	return out
 }
 
+// hasOpen reports whether process pid has a file descriptor open on a
+// path (or anonymous inode such as "anon_inode:inotify") containing name.
+func hasOpen(pid int, name string) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if target, err := os.Readlink(dir + "/" + e.Name()); err == nil && strings.Contains(target, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // groupAlive reports whether any live process is in process group pgid.
 func groupAlive(pgid int) bool {
 	for _, p := range liveProcs() {

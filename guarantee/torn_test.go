@@ -10,15 +10,12 @@ package guarantee
 // hand, as a power loss or a short write would leave them.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // tornFragments are unterminated last lines: a line cut short, and a whole
@@ -73,59 +70,6 @@ func TestTornLogTail(t *testing.T) {
 				t.Fatalf("crew events printed %d events after the write, want 3", len(evs))
 			}
 		})
-	}
-}
-
-// TestTornLogTailFollow: a follower (crew events --follow) that started
-// while the log had a torn last line does not print it, and prints the
-// next writer's record whole, although that record was written where the
-// torn line was.
-func TestTornLogTailFollow(t *testing.T) {
-	dir := newRun(t, "r1", "t1")
-	appendBytes(t, filepath.Join(runDir(dir, "r1"), "events.jsonl"), tornFragments["no newline"])
-	cmd := exec.Command(crewBin, "events", "--follow", "--json")
-	cmd.Dir, cmd.Env = dir, crewEnv()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	next := func() logEvent {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("crew events --follow ended")
-			}
-			e, err := decodeEvent([]byte(l))
-			if err != nil {
-				t.Fatalf("crew events --follow printed %q: %v", l, err)
-			}
-			return e
-		case <-time.After(30 * time.Second): // a hang, not a speed limit
-			t.Fatal("crew events --follow printed nothing")
-		}
-		return logEvent{}
-	}
-	for want := int64(1); want <= 2; want++ {
-		if e := next(); e.Seq != want {
-			t.Fatalf("follower printed seq %d, want %d", e.Seq, want)
-		}
-	}
-	crew(t, dir, "steer", "t1", "after the torn line")
-	if e := next(); e.Seq != 3 || e.msg == nil || e.msg.Body != "after the torn line" {
-		t.Fatalf("follower printed seq %d %+v, want seq 3 with the new steer", e.Seq, e.msg)
 	}
 }
 

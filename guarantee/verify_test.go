@@ -551,3 +551,16 @@ func mailCheckLoop(t testing.TB, dir, agent string, bodies *regexp.Regexp, stop 
 		}
 	}
 }
+
+// appendBytes appends data to the file at path (which must exist).
+func appendBytes(t testing.TB, path, data string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(data); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -717,31 +717,40 @@ func (t Tree) readDir(r *os.Root, agent, dir string, want func(name string) bool
 		if strings.HasPrefix(name, ".") || de.IsDir() || (!archived && name == ArchiveDir) || !want(name) {
 			continue
 		}
-		rel := filepath.Join(dir, name)
-		f := treeFile{Entry: Entry{Name: name, Path: filepath.Join(t.Dir(agent), rel), Archived: archived}, rel: rel}
-		if typ := de.Type(); typ&fs.ModeSymlink != 0 {
-			errs = append(errs, fmt.Errorf("mail %s: a symbolic link; not followed", f.Path))
-			continue
-		} else if !typ.IsRegular() {
-			errs = append(errs, fmt.Errorf("mail %s: not a regular file (%s); not read", f.Path, typ))
-			continue
-		}
-		f.data, f.info, err = treeReadFile(r, rel)
+		f, err := t.readEntry(r, agent, dir, name, de.Type())
 		if err != nil {
-			errs = append(errs, fmt.Errorf("mail %s: %w", f.Path, err))
+			errs = append(errs, err)
 			continue
-		}
-		f.Mail, err = Parse(f.data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("mail %s: %w: %w", f.Path, crew.ErrDamaged, err))
-			continue
-		}
-		if f.Mail.ID == "" {
-			f.Mail.ID = strings.TrimSuffix(name, ".json")
 		}
 		files = append(files, f)
 	}
 	return files, errs, nil
+}
+
+// readEntry reads and parses the message file name in dir ("." or
+// ArchiveDir) of r, whose type (from its directory entry or Lstat) is typ.
+// Symbolic links and other non-regular files are refused, not followed.
+func (t Tree) readEntry(r *os.Root, agent, dir, name string, typ fs.FileMode) (treeFile, error) {
+	rel := filepath.Join(dir, name)
+	f := treeFile{Entry: Entry{Name: name, Path: filepath.Join(t.Dir(agent), rel), Archived: dir == ArchiveDir}, rel: rel}
+	if typ&fs.ModeSymlink != 0 {
+		return f, fmt.Errorf("mail %s: a symbolic link; not followed", f.Path)
+	} else if !typ.IsRegular() {
+		return f, fmt.Errorf("mail %s: not a regular file (%s); not read", f.Path, typ)
+	}
+	var err error
+	f.data, f.info, err = treeReadFile(r, rel)
+	if err != nil {
+		return f, fmt.Errorf("mail %s: %w", f.Path, err)
+	}
+	f.Mail, err = Parse(f.data)
+	if err != nil {
+		return f, fmt.Errorf("mail %s: %w: %w", f.Path, crew.ErrDamaged, err)
+	}
+	if f.Mail.ID == "" {
+		f.Mail.ID = strings.TrimSuffix(name, ".json")
+	}
+	return f, nil
 }
 
 // treeReadFile reads the regular file rel of r and returns its bytes and
@@ -790,6 +799,31 @@ func (t Tree) find(r *os.Root, agent, id string) (treeFile, error) {
 		return name == id || name == id+".json" || strings.HasSuffix(name, "-"+id+".json")
 	}
 	match := func(f treeFile) bool { return f.Mail.ID == id || f.Name == id || f.Name == id+".json" }
+	if strings.HasSuffix(id, ".json") && !strings.HasPrefix(id, ".") && !strings.ContainsAny(id, `/\`) {
+		// A whole file name (what crew's own projections pass): open it
+		// directly instead of reading a directory that may hold many
+		// thousands of messages. Only a file by that name that cannot be
+		// read sends the search on to the directories.
+		exists := false
+		for _, dir := range []string{".", ArchiveDir} {
+			if dir == ArchiveDir {
+				if fi, err := r.Lstat(dir); err != nil || !fi.IsDir() {
+					break
+				}
+			}
+			fi, err := r.Lstat(filepath.Join(dir, id))
+			if err != nil {
+				continue
+			}
+			exists = true
+			if f, err := t.readEntry(r, agent, dir, id, fi.Mode().Type()); err == nil {
+				return f, nil
+			}
+		}
+		if !exists {
+			return treeFile{}, fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
+		}
+	}
 	for _, dir := range []string{".", ArchiveDir} {
 		// The name of a crew-written file ends in its id: try those first.
 		for _, want := range []func(string) bool{byName, func(n string) bool { return !byName(n) }} {

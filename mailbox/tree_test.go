@@ -597,6 +597,7 @@ func TestFind(t *testing.T) {
 		strings.TrimSuffix(fixtureMayor, ".json"): fixtureMayor,
 		fixtureWitness: fixtureWitness,
 		strings.TrimSuffix(fixtureArchived, ".json"): fixtureArchived,
+		fixtureArchived: fixtureArchived, // a whole name is opened directly, in archive/ too
 	} {
 		e, err := tr.Find(fixtureAgent, id)
 		if err != nil || e.Name != want {

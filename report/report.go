@@ -120,7 +120,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	st, err := r.State()
+	st, err := r.TaskState() // reads the whole log below: needs no open messages
 	if err != nil {
 		return nil, err
 	}

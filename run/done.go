@@ -61,7 +61,7 @@ func CheckOf(e *events.Event) *Check {
 // without a done-when returns (nil, nil). If ctx is cancelled (Ctrl-C), the
 // error wraps ctx.Err(), not crew.ErrConflict.
 func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*Check, error) {
-	st, err := r.State()
+	st, err := r.TaskState()
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (b *tailBuffer) String() string {
 // cannot complete in its current state is refused before its check runs.
 func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Duration) (*Task, *Check, error) {
 	// Refuse early, before a long check, when the task cannot complete.
-	st, err := r.State()
+	st, err := r.TaskState()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -125,7 +125,7 @@ func (root *Root) deliverRunCopy(ctx context.Context, agent string, m mailbox.Ma
 	if err != nil {
 		return err
 	}
-	st, err := r.State()
+	st, err := r.TaskState()
 	if err != nil {
 		return err
 	}

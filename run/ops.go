@@ -92,7 +92,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 }
 
 func (r *Run) taskAfter(ev *events.Event) (*Task, error) {
-	st, err := r.State()
+	st, err := r.TaskState()
 	if err != nil {
 		return nil, err
 	}

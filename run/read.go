@@ -45,56 +45,88 @@ func openFor(st *State, participant string) []*Open {
 	return out
 }
 
-// bodies reads the stored messages of the given open entries, from the
-// mailbox files, falling back to the log for any the projection does not
-// hold yet. Each returned message carries the entry's current status.
+// bodies reads the stored messages of the given open entries (see
+// eachBody), in the order given.
 func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
-	want := map[string]*Open{}
-	files := map[string]int64{}
-	for _, o := range list {
-		want[o.ID] = o
-		if s, ok := files[o.File]; !ok || o.Seq < s {
-			files[o.File] = o.Seq
-		}
+	order := make([]int, len(list))
+	for i := range order {
+		order[i] = i
 	}
-	found := map[string]events.Message{}
+	sort.SliceStable(order, func(i, j int) bool { return list[order[i]].Seq < list[order[j]].Seq })
+	bySeq := make([]*Open, len(list))
+	for i, k := range order {
+		bySeq[i] = list[k]
+	}
+	out := make([]events.Message, len(list))
+	i := 0
+	err := r.eachBody(bySeq, func(m *events.Message) error {
+		out[order[i]] = *m
+		i++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachBody calls fn with the stored message of each open entry of list,
+// which is in seq order, carrying the entry's current status. It reads the
+// mailbox files from a cursor, side by side with the list (both are in seq
+// order), so it holds one message at a time; a message the projection does
+// not hold (yet) is read from the log. A mailbox file in which it met
+// damage is rebuilt from the log afterwards.
+func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
+	type cursor struct {
+		c   *mailbox.Cursor
+		cur *events.Message
+		eof bool
+	}
+	cursors := map[string]*cursor{}
 	damaged := map[string]bool{}
-	for file, minSeq := range files {
-		c, err := mailbox.Read(r.MailboxPath(file+".jsonl"), minSeq-1)
-		if err != nil {
-			return nil, err
+	defer func() {
+		for _, c := range cursors {
+			c.c.Close()
 		}
-		for {
-			m, err := c.Next()
+		for file := range damaged {
+			r.healMailbox(file + ".jsonl")
+		}
+	}()
+	for _, o := range list {
+		c := cursors[o.File]
+		if c == nil {
+			mc, err := mailbox.Read(r.MailboxPath(o.File+".jsonl"), o.Seq-1)
+			if err != nil {
+				return err
+			}
+			c = &cursor{c: mc}
+			cursors[o.File] = c
+		}
+		for !c.eof && (c.cur == nil || c.cur.Seq < o.Seq) {
+			m, err := c.c.Next()
 			if err == io.EOF {
+				c.eof = true
 				break
 			}
 			if err != nil {
-				damaged[file] = true // the log fallback below covers it
+				damaged[o.File] = true // the log fallback below covers it
 				continue
 			}
-			if _, ok := want[m.ID]; ok {
-				found[m.ID] = m
-			}
+			c.cur = &m
 		}
-		c.Close()
-	}
-	for file := range damaged {
-		r.healMailbox(file + ".jsonl")
-	}
-	out := make([]events.Message, 0, len(list))
-	for _, o := range list {
-		m, ok := found[o.ID]
-		if !ok {
+		var m events.Message
+		if c.cur != nil && c.cur.Seq == o.Seq && c.cur.ID == o.ID {
+			m = *c.cur
+		} else {
 			e, err := r.eventAt(o.Seq)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if e.Message == nil || e.Message.ID != o.ID {
-				return nil, fmt.Errorf("seq %d does not hold message %s: %w", o.Seq, o.ID, crew.ErrDamaged)
+				return fmt.Errorf("seq %d does not hold message %s: %w", o.Seq, o.ID, crew.ErrDamaged)
 			}
 			m = *e.Message
 		}
@@ -102,21 +134,18 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 		if m.To == events.Broadcast {
 			m.To = o.Task
 		}
-		out = append(out, m)
+		if err := fn(&m); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // healMailbox rebuilds from the log a mailbox file in which a reader met
 // damage, under the run lock. It is best effort: the reader has already
 // fallen back to the log, and a read-only state root is left as it is.
 func (r *Run) healMailbox(file string) {
-	fl, err := r.lock()
-	if err != nil {
-		return
-	}
-	defer fl.Unlock()
-	r.rebuildMailbox(file)
+	r.exclusive(func() error { return r.rebuildMailbox(file) })
 }
 
 // eventAt reads the event with the given seq from the log.
@@ -150,62 +179,78 @@ type InboxOptions struct {
 // unless Peek; the messages returned show their status after that. A
 // damaged log is reported with crew.ErrDamaged after what could be read.
 func (r *Run) Inbox(ctx context.Context, participant string, o InboxOptions) ([]events.Message, error) {
-	st, err := r.State()
-	if err != nil {
+	var msgs []events.Message
+	err := r.EachInbox(ctx, participant, o, func(m *events.Message) error {
+		msgs = append(msgs, *m)
+		return nil
+	})
+	if err != nil && !errors.Is(err, crew.ErrDamaged) {
 		return nil, err
+	}
+	return msgs, err
+}
+
+// EachInbox is Inbox, calling fn with each message in turn instead of
+// returning them all: its memory does not grow with the messages' bodies,
+// so a reader can stream any number of them. It marks what it will show
+// delivered first, then calls fn; an error from fn stops it and is
+// returned.
+func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions, fn func(*events.Message) error) error {
+	st, err := r.stateFor(participant)
+	if err != nil {
+		return err
 	}
 	if participant != Leader {
 		if _, err := getTask(st, participant); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var list []*Open
+	var (
+		list []*Open
+		ids  []string
+	)
 	for _, op := range openFor(st, participant) {
 		if op.Seq > o.Since && (!o.Unread || op.Status == events.StatusPending) {
 			list = append(list, op)
+			if op.Status == events.StatusPending {
+				ids = append(ids, op.ID)
+			}
 		}
 	}
-	msgs, err := r.bodies(list)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, m := range msgs {
-		if m.Status == events.StatusPending {
-			ids = append(ids, m.ID)
-		}
-	}
+	damage := st.Err()
 	if len(ids) > 0 && !o.Peek {
-		ev, err := r.MarkDelivered(ctx, participant, ids)
+		// The entries of list are st's: the commit brings st up to date
+		// and applies the message.delivered event to it, so they show
+		// their status after it.
+		_, err := r.markDelivered(ctx, participant, ids, st)
 		if errors.Is(err, crew.ErrDamaged) {
 			// Writers refuse a log whose last line is damaged until it is
 			// repaired; still show what could be read (as not delivered).
-			return msgs, err
-		}
-		if err != nil {
-			return nil, err
-		}
-		if ev != nil {
-			done := map[string]bool{}
-			for _, id := range ev.MessageIDs {
-				done[id] = true
-			}
-			for i := range msgs {
-				if done[msgs[i].ID] {
-					at := ev.At
-					msgs[i].Status, msgs[i].DeliveredAt = events.StatusDelivered, &at
-				}
-			}
+			damage = err
+		} else if err != nil {
+			return err
 		}
 	}
-	return msgs, st.Err()
+	st = nil // let the open messages of others go
+	if err := r.eachBody(list, fn); err != nil {
+		return err
+	}
+	return damage
 }
 
 // MarkDelivered records that participant (a task id, or Leader) has seen
 // the messages: those of ids still pending for it go to delivered, in one
 // message.delivered event, which it returns (nil when none was pending).
 func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []string) (*events.Event, error) {
-	return r.commit(ctx, func(st *State) (*events.Event, error) {
+	return r.markDelivered(ctx, participant, ids, nil)
+}
+
+// markDelivered is MarkDelivered. With seen, a state that tracks the
+// participant's open messages (stateFor), it checks the ids against that
+// state brought up to date under the run lock, instead of loading every
+// open message of the run.
+func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *State) (*events.Event, error) {
+	return r.commitOp(&op{needOpen: seen == nil, side: seen, done: make(chan struct{}), fn: func(st *State) (*events.Event, error) {
 		var still []string
 		for _, id := range ids {
 			op := st.Open[id+"@"+participant]
@@ -220,7 +265,7 @@ func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []strin
 			return nil, nil
 		}
 		return &events.Event{Type: events.MessageDelivered, Task: participantTask(participant), Actor: participant, MessageIDs: still}, nil
-	})
+	}})
 }
 
 // recipientKey is how State.Open names a participant.
@@ -255,7 +300,7 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 		typ = events.MessageRejected
 	}
 	var missing []string
-	_, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+	_, err := r.commitOpen(ctx, func(st *State) (*events.Event, error) {
 		missing = nil
 		var mine []string
 		for _, id := range ids {
@@ -422,7 +467,7 @@ type Waiting struct {
 // "nothing open" when it could not read everything. It records nothing
 // (at most it rebuilds a damaged mailbox projection from the log).
 func (r *Run) Pending(participant string) (*Pending, error) {
-	st, err := r.State()
+	st, err := r.stateFor(participant)
 	if err != nil {
 		return nil, err
 	}

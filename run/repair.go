@@ -46,12 +46,16 @@ type repairData struct {
 // and renamed over the old one. Then tasks.json, the mailbox files and the
 // mail-tree copies are rebuilt from the log. A healthy log is left
 // untouched and only the projections are rebuilt.
-func (r *Run) Repair(ctx context.Context) (*RepairReport, error) {
-	fl, err := r.lock()
-	if err != nil {
-		return nil, err
-	}
-	defer fl.Unlock()
+func (r *Run) Repair(ctx context.Context) (rep *RepairReport, err error) {
+	err = r.exclusive(func() error {
+		rep, err = r.repair(ctx)
+		return err
+	})
+	return rep, err
+}
+
+// repair is Repair, run exclusively.
+func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 	defer r.dropCache()
 	rep := &RepairReport{Run: r.ID()}
 	f, err := os.Open(r.EventsPath())
@@ -157,7 +161,7 @@ func (r *Run) rebuild() error {
 	}
 	defer c.Close()
 	lines := map[string][]byte{}
-	var evs []*events.Event
+	var acts []treeAct
 	for {
 		e, err := c.Next()
 		if err == io.EOF {
@@ -167,9 +171,8 @@ func (r *Run) rebuild() error {
 			st.Damage = append(st.Damage, err.Error())
 			continue
 		}
+		st.acts = &acts
 		st.apply(&e)
-		ev := e
-		evs = append(evs, &ev)
 		if m := e.Message; m != nil {
 			line, err := events.Marshal(m)
 			if err != nil {
@@ -189,6 +192,10 @@ func (r *Run) rebuild() error {
 	}
 	// Mail-tree copies: delivering again is harmless (same names), and
 	// read flags follow the delivery status.
-	r.projectTree(st, evs)
+	st.acts = nil
+	r.projectTree(acts)
+	if err := r.writeOpenSnapshot(st); err != nil {
+		return err
+	}
 	return r.writeSnapshot(st)
 }

@@ -12,21 +12,26 @@ import (
 // Task is the current state of one task, reduced from the log. In --json
 // output it is {"id","title","agent","status","createdAt","updatedAt",...}.
 type Task struct {
-	ID          string       `json:"id"`
-	Title       string       `json:"title"` // always present, "" when none: part of the --json shape (SPEC §6)
-	Agent       string       `json:"agent"`
-	Status      task.State   `json:"status"`
-	CreatedAt   events.Time  `json:"createdAt"`
-	UpdatedAt   events.Time  `json:"updatedAt"`
-	StartedAt   *events.Time `json:"startedAt,omitempty"`
-	EndedAt     *events.Time `json:"endedAt,omitempty"`
-	DoneWhen    string       `json:"doneWhen,omitempty"`
-	Reason      string       `json:"reason,omitempty"`   // why it failed or was cancelled
-	Question    string       `json:"question,omitempty"` // id of the open question while waiting
-	Questions   int          `json:"questions"`          // questions asked so far
-	Attempts    int          `json:"attempts"`           // times started
-	LastEventAt events.Time  `json:"lastEventAt"`        // last event about this task: a quiet worker's cue for nudge
-	CreatedSeq  int64        `json:"createdSeq"`         // seq of its task.created event: the order tasks were added in
+	ID        string       `json:"id"`
+	Title     string       `json:"title"` // always present, "" when none: part of the --json shape (SPEC §6)
+	Agent     string       `json:"agent"`
+	Status    task.State   `json:"status"`
+	CreatedAt events.Time  `json:"createdAt"`
+	UpdatedAt events.Time  `json:"updatedAt"`
+	StartedAt *events.Time `json:"startedAt,omitempty"`
+	EndedAt   *events.Time `json:"endedAt,omitempty"`
+	DoneWhen  string       `json:"doneWhen,omitempty"`
+	Reason    string       `json:"reason,omitempty"`   // why it failed or was cancelled
+	Question  string       `json:"question,omitempty"` // id of the open question while waiting
+	// QuestionFrom and QuestionAt are the sender and time of the open
+	// question: with its id they name its mail-tree copy (mailbox.Name),
+	// whose read flag the response sets.
+	QuestionFrom string       `json:"questionFrom,omitempty"`
+	QuestionAt   *events.Time `json:"questionAt,omitempty"`
+	Questions    int          `json:"questions"`   // questions asked so far
+	Attempts     int          `json:"attempts"`    // times started
+	LastEventAt  events.Time  `json:"lastEventAt"` // last event about this task: a quiet worker's cue for nudge
+	CreatedSeq   int64        `json:"createdSeq"`  // seq of its task.created event: the order tasks were added in
 }
 
 // TaskSpec is the Data of a task.created event.
@@ -47,22 +52,45 @@ type Open struct {
 	Priority    string       `json:"priority"` // low … urgent
 	Status      string       `json:"status"`   // pending or delivered
 	DeliveredAt *events.Time `json:"deliveredAt,omitempty"`
+	From        string       `json:"from"`   // sender
+	SentAt      events.Time  `json:"sentAt"` // with From and ID, names the mail-tree copy (mailbox.Name)
 }
+
+// mailName is the name of the message's mail-tree copies (mailbox.Name).
+func (o *Open) mailName() string { return mailName(o.SentAt, o.From, o.ID) }
 
 // State is a run reduced from its log up to Seq: the tasks and the open
 // messages. Offset is the byte length of the log it reflects, so a reader
-// resumes replay there. It is what tasks.json holds.
+// resumes replay there. tasks.json holds it without Open, which can be
+// large (every message not yet acknowledged); open.jsonl holds it whole,
+// and is written less often (see openSnapshotDue).
 type State struct {
 	Seq    int64            `json:"seq"`
 	Offset int64            `json:"offset"`
 	Leader string           `json:"leader"`
 	Tasks  map[string]*Task `json:"tasks"`
-	Open   map[string]*Open `json:"open"`             // key: message id, or id@task for a broadcast's copy
+	// Open is keyed by message id, or id@task for a broadcast's copy. It
+	// is nil in a state read for its tasks only (Run.TaskState), and
+	// holds one participant's messages only in a state read for one
+	// reader.
+	Open   map[string]*Open `json:"-"`
 	Damage []string         `json:"damage,omitempty"` // damage met while reducing the log; readers exit 7
 	// Files is the seq of the last message of each mailbox file, by
 	// events.Message.File ("inbox", "outbox", "steering"): the line each
 	// mailbox projection must end with.
 	Files map[string]int64 `json:"files"`
+
+	only    string // with onlySet: the participant (recipient key) whose messages Open tracks
+	onlySet bool
+	// acts, when not nil, collects what apply finds the mail tree must
+	// show: copies to deliver and read flags to set (see projection).
+	acts *[]treeAct
+}
+
+// tracks reports whether the state keeps the open message of recipient
+// (a task id, or "" for the leader).
+func (s *State) tracks(recipient string) bool {
+	return s.Open != nil && (!s.onlySet || s.only == recipient)
 }
 
 func newState() *State {
@@ -145,28 +173,46 @@ func (s *State) apply(e *events.Event) error {
 		}
 		if t.Question != "" && t.Status != task.Waiting {
 			// The question is answered, timed out or moot: close it.
+			if e.Type == events.TaskResponded && s.acts != nil && t.QuestionAt != nil {
+				// The leader has read it: it answered it.
+				*s.acts = append(*s.acts, treeAct{seq: e.Seq, agent: s.Leader, id: t.Question, name: mailName(*t.QuestionAt, t.QuestionFrom, t.Question)})
+			}
 			delete(s.Open, t.Question)
-			t.Question = ""
+			t.Question, t.QuestionFrom, t.QuestionAt = "", "", nil
 		}
 	}
 	if m := e.Message; m != nil {
 		s.Files[m.File()] = m.Seq
+		open := func(key, recipient string) {
+			if s.acts != nil {
+				agent := s.Leader
+				if rt := s.Tasks[recipient]; rt != nil {
+					agent = rt.Agent
+				}
+				*s.acts = append(*s.acts, treeAct{seq: e.Seq, agent: agent, deliver: m})
+			}
+			if s.tracks(recipient) {
+				s.Open[key] = &Open{ID: m.ID, Seq: m.Seq, Task: recipient, Kind: intern(m.Kind), File: intern(m.File()),
+					Priority: intern(m.Priority), Status: events.StatusPending, From: intern(m.From), SentAt: m.SentAt}
+			}
+		}
 		switch m.To {
 		case events.Broadcast:
 			var d broadcastData
 			json.Unmarshal(e.Data, &d)
 			for _, r := range d.Recipients {
-				s.Open[openKey(m.ID, m.To, r)] = &Open{ID: m.ID, Seq: m.Seq, Task: r, Kind: m.Kind, File: m.File(), Priority: m.Priority, Status: events.StatusPending}
+				open(openKey(m.ID, m.To, r), r)
 			}
 		default:
 			recipient := m.To
 			if m.Direction == events.Outbox {
 				recipient = ""
 			}
-			s.Open[m.ID] = &Open{ID: m.ID, Seq: m.Seq, Task: recipient, Kind: m.Kind, File: m.File(), Priority: m.Priority, Status: events.StatusPending}
+			open(m.ID, recipient)
 		}
 		if m.Kind == events.KindQuestion && t != nil {
-			t.Question = m.ID
+			at := m.SentAt
+			t.Question, t.QuestionFrom, t.QuestionAt = m.ID, m.From, &at
 			t.Questions++
 		}
 	}
@@ -176,6 +222,18 @@ func (s *State) apply(e *events.Event) error {
 			key = id + "@" + e.Task // the reader's copy of a broadcast
 		}
 		o := s.Open[key]
+		if s.acts != nil && (e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged || e.Type == events.MessageRejected) {
+			// Acknowledged and rejected both come after delivered: seen.
+			agent := s.Leader
+			if rt := s.Tasks[e.Task]; rt != nil {
+				agent = rt.Agent
+			}
+			a := treeAct{seq: e.Seq, agent: agent, id: id}
+			if o != nil {
+				a.name = o.mailName()
+			}
+			*s.acts = append(*s.acts, a)
+		}
 		if o == nil {
 			continue
 		}

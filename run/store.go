@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/gofrs/flock"
@@ -36,6 +37,13 @@ type Run struct {
 	leading bool
 	cache   *State      // state as of the last commit by this process
 	cacheFI os.FileInfo // identity of the log the cache was read from
+
+	wmu     sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
+	hmu     sync.Mutex   // guards holds and fl
+	holds   int          // users of the run lock in this process: a commit batch, projection jobs
+	fl      *flock.Flock // the run lock, while holds > 0
+	proj    projector
+	openSeq atomic.Int64 // seq of open.jsonl as last read or written
 }
 
 // ID returns the run id.
@@ -62,10 +70,13 @@ func (r *Run) MailboxPath(name string) string { return r.path("mailbox", name) }
 // batch) and returns the event to append, without seq, time or run; nil
 // means nothing to write.
 type op struct {
-	fn   func(*State) (*events.Event, error)
-	ev   *events.Event
-	err  error
-	done chan struct{}
+	fn       func(*State) (*events.Event, error)
+	needOpen bool   // fn reads State.Open: load the open messages
+	side     *State // when set, fn validates against this state (read by the caller, brought up to date here) instead
+	ev       *events.Event
+	err      error
+	job      *job // the projection of its batch
+	done     chan struct{}
 }
 
 // commit runs fn under the run lock and appends its event durably.
@@ -84,7 +95,22 @@ type op struct {
 // behind the log, and the next writer catches them up from the log in step
 // (2).
 func (r *Run) commit(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
-	o := &op{fn: fn, done: make(chan struct{})}
+	return r.commitOp(&op{fn: fn, done: make(chan struct{})})
+}
+
+// commitOpen is commit for an fn that reads State.Open.
+func (r *Run) commitOpen(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
+	return r.commitOp(&op{fn: fn, needOpen: true, done: make(chan struct{})})
+}
+
+// commitOp queues o and returns when its event is durable and, unless the
+// Run is asynchronous, projected.
+func (r *Run) commitOp(o *op) (*events.Event, error) {
+	defer func() {
+		if o.job != nil && !r.isAsync() {
+			<-o.job.done
+		}
+	}()
 	r.mu.Lock()
 	r.queue = append(r.queue, o)
 	if r.leading {
@@ -97,13 +123,19 @@ func (r *Run) commit(ctx context.Context, fn func(*State) (*events.Event, error)
 		batch := r.queue
 		r.queue = nil
 		r.mu.Unlock()
-		err := r.commitBatch(batch)
+		j, err := r.commitBatch(batch)
+		if j != nil {
+			r.enqueue(j)
+		}
 		r.mu.Lock()
 		for _, b := range batch {
 			if err != nil && b.err == nil {
 				b.err, b.ev = err, nil
 			}
-			close(b.done)
+			b.job = j
+			if b != o {
+				close(b.done)
+			}
 		}
 	}
 	r.leading = false
@@ -123,27 +155,54 @@ func (r *Run) lock() (*flock.Flock, error) {
 	return fl, nil
 }
 
-func (r *Run) commitBatch(batch []*op) error {
-	fl, err := r.lock()
-	if err != nil {
-		return err
+// commitBatch validates and appends the batch's events under the run lock
+// and returns the job that projects them (and any events a crashed writer
+// left unprojected), holding the run lock for it; nil when there is
+// nothing to project.
+func (r *Run) commitBatch(batch []*op) (*job, error) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if r.proj.isBroken() {
+		// A projection failed: wait for the projector, then start again
+		// from tasks.json, which is behind every event not projected.
+		r.Sync()
+		r.proj.mu.Lock()
+		r.proj.broken = false
+		r.proj.mu.Unlock()
+		r.dropCache()
 	}
-	defer fl.Unlock()
+	if err := r.hold(); err != nil {
+		return nil, err
+	}
+	defer r.unhold()
 	w, err := events.OpenWriter(r.EventsPath())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.Close()
-	st, caughtUp, before, err := r.loadForWrite(w)
+	needOpen := false
+	for _, o := range batch {
+		needOpen = needOpen || o.needOpen
+	}
+	st, caughtUp, acts, before, err := r.loadForWrite(w, needOpen)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var (
 		buf []byte
 		evs []*events.Event
 	)
+	st.acts = &acts
 	for _, o := range batch {
-		ev, err := o.fn(st)
+		target := st
+		if o.side != nil {
+			if err := r.catchUp(o.side, w.Size(), evs); err != nil {
+				o.err = err
+				continue
+			}
+			target = o.side
+		}
+		ev, err := o.fn(target)
 		if err != nil {
 			o.err = err
 			continue
@@ -164,18 +223,31 @@ func (r *Run) commitBatch(batch []*op) error {
 			o.err = err
 			continue
 		}
+		n := len(acts)
 		if err := st.apply(ev); err != nil {
 			o.err = err
+			acts = acts[:n]
 			continue
+		}
+		if o.side != nil && o.side != st {
+			for i := n; i < len(acts); i++ {
+				if a := &acts[i]; a.deliver == nil && a.name == "" && a.ref == nil {
+					if a.ref = o.side.Open[a.id]; a.ref == nil {
+						a.ref = o.side.Open[a.id+"@"+ev.Task]
+					}
+				}
+			}
+			o.side.apply(ev)
 		}
 		buf = append(buf, line...)
 		evs = append(evs, ev)
 		o.ev = ev
 	}
+	st.acts = nil
 	if len(buf) > 0 {
 		if err := w.AppendRaw(buf); err != nil {
 			r.dropCache()
-			return err
+			return nil, err
 		}
 		st.Offset = w.Size()
 	}
@@ -183,17 +255,16 @@ func (r *Run) commitBatch(batch []*op) error {
 	// Committed. Projections are best effort from here: a failure leaves
 	// them behind the log, and the next writer catches up.
 	caughtUp = append(caughtUp, evs...)
-	if len(caughtUp) > 0 {
-		if err := r.project(st, caughtUp, before); ioFailure(err) {
-			// A projection could not be written (a full disk, say): leave
-			// tasks.json behind, so that the next writer replays these
-			// events and projects them again (every step is idempotent).
-			r.dropCache()
-			return nil
-		}
-		r.writeSnapshot(st)
+	if len(caughtUp) == 0 {
+		return nil, nil
 	}
-	return nil
+	j := &job{evs: caughtUp, acts: acts, before: before, snap: copyTasks(st), done: make(chan struct{})}
+	if openSnapshotDue(st, r.openSeq.Load()) {
+		j.open = copyState(st)
+		r.openSeq.Store(st.Seq) // written by the job; not due again meanwhile
+	}
+	r.hold() // the job's: it cannot fail, the lock is held
+	return j, nil
 }
 
 // ioFailure reports whether err holds an error of the OS (no space, an I/O
@@ -207,6 +278,31 @@ func ioFailure(err error) bool {
 		errno syscall.Errno
 	)
 	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &errno)
+}
+
+// catchUp brings side, a state read from the log without the lock, up to
+// the log's end (size, under the lock) and the batch's events before the
+// caller's (evs, not yet written).
+func (r *Run) catchUp(side *State, size int64, evs []*events.Event) error {
+	f, err := os.Open(r.EventsPath())
+	if err != nil {
+		return err
+	}
+	l, ok, err := jsonl.LineBefore(f, side.Offset)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if seq, _ := jsonl.SeqOf(l.Data); !ok || side.Offset > size || seq != side.Seq {
+		return fmt.Errorf("the log of run %s changed while it was read (repaired?); read again: %w", r.ID(), crew.ErrConflict)
+	}
+	if _, err := r.replay(side, size, 0, nil); err != nil {
+		return err
+	}
+	for _, e := range evs {
+		side.apply(e)
+	}
+	return nil
 }
 
 func (r *Run) dropCache() {
@@ -227,18 +323,12 @@ func (r *Run) keepCache(st *State, w *events.Writer) {
 }
 
 // loadForWrite returns the state as of the end of the log, under the run
-// lock, the events replayed after the snapshot it started from (their
-// projections may be missing: a writer may have crashed after its fsync),
-// and the snapshot's State.Files: where the mailbox files stood before
-// those events.
-func (r *Run) loadForWrite(w *events.Writer) (*State, []*events.Event, map[string]int64, error) {
-	if last, ok, err := w.Last(); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w; run crew repair %s", err, r.ID())
-	} else if !ok {
-		return nil, nil, nil, fmt.Errorf("run %s has an empty log; run crew repair %s: %w", r.ID(), r.ID(), crew.ErrDamaged)
-	} else {
-		_ = last
-	}
+// lock, with its open messages when needOpen; the events after
+// tasks.json's seq that it replayed (their projections may be missing: a
+// writer may have crashed after its fsync) and what they ask of the mail
+// tree; and tasks.json's State.Files: where the mailbox files stood
+// before those events.
+func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*State, []*events.Event, []treeAct, map[string]int64, error) {
 	r.mu.Lock()
 	st, fi := r.cache, r.cacheFI
 	r.mu.Unlock()
@@ -246,24 +336,45 @@ func (r *Run) loadForWrite(w *events.Writer) (*State, []*events.Event, map[strin
 		// Our own state is current unless another process appended since,
 		// or the log was replaced (repair): then replay only what is new.
 		cur, err := os.Stat(r.EventsPath())
-		if err != nil || !os.SameFile(cur, fi) || st.Offset > w.Size() {
+		if err != nil || !os.SameFile(cur, fi) || st.Offset > w.Size() || (needOpen && st.Open == nil) {
 			st = nil
 		} else if st.Offset == w.Size() {
-			return st, nil, maps.Clone(st.Files), nil
+			return st, nil, nil, maps.Clone(st.Files), nil
 		}
 	}
-	if st == nil {
-		st = r.readSnapshot()
+	if last, ok, err := w.Last(); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%w; run crew repair %s", err, r.ID())
+	} else if !ok {
+		return nil, nil, nil, nil, fmt.Errorf("run %s has an empty log; run crew repair %s: %w", r.ID(), r.ID(), crew.ErrDamaged)
+	} else {
+		_ = last
 	}
-	before := maps.Clone(st.Files)
-	evs, err := r.replay(st, w.Size(), true)
-	return st, evs, before, err
+	var (
+		before    map[string]int64
+		projected int64 // seq up to which projections are known to be done
+	)
+	if st != nil {
+		before, projected = maps.Clone(st.Files), st.Seq
+	} else {
+		snap := r.readSnapshot()
+		before, projected = maps.Clone(snap.Files), snap.Seq
+		st = snap
+		if needOpen {
+			if st = r.readOpenSnapshot("", false); st.Seq > projected {
+				st = newState() // an open.jsonl ahead of tasks.json: the log from its start
+			}
+		}
+	}
+	var acts []treeAct
+	evs, err := r.replay(st, w.Size(), projected, &acts)
+	return st, evs, acts, before, err
 }
 
 // replay folds the log from st.Offset up to size into st. Damaged lines are
-// skipped and remembered in st.Damage (readers then exit 7). When keep is
-// set, the events replayed are returned.
-func (r *Run) replay(st *State, size int64, keep bool) ([]*events.Event, error) {
+// skipped and remembered in st.Damage (readers then exit 7). When acts is
+// not nil, the events after seq from are returned, and what they ask of
+// the mail tree appended to acts.
+func (r *Run) replay(st *State, size int64, from int64, acts *[]treeAct) ([]*events.Event, error) {
 	if st.Offset >= size {
 		return nil, nil
 	}
@@ -272,6 +383,7 @@ func (r *Run) replay(st *State, size int64, keep bool) ([]*events.Event, error) 
 		return nil, err
 	}
 	defer c.Close()
+	defer func() { st.acts = nil }()
 	var out []*events.Event
 	for c.Offset() < size {
 		e, err := c.Next()
@@ -286,6 +398,11 @@ func (r *Run) replay(st *State, size int64, keep bool) ([]*events.Event, error) 
 			}
 		} else if err != nil {
 			return nil, err
+		}
+		keep := acts != nil && e.Seq > from
+		st.acts = nil
+		if keep {
+			st.acts = acts
 		}
 		if err := st.apply(&e); err != nil {
 			st.Damage = append(st.Damage, err.Error())
@@ -303,34 +420,17 @@ func (r *Run) replay(st *State, size int64, keep bool) ([]*events.Event, error) 
 // readSnapshot returns the state in tasks.json when it matches the log
 // (the line just before its offset has its seq), else an empty state: a
 // missing, stale-beyond-the-log or corrupt snapshot is rebuilt from the log
-// without user action.
+// without user action. The state has its tasks only (State.Open is nil).
 func (r *Run) readSnapshot() *State {
+	empty := newState()
+	empty.Open = nil
 	data, err := os.ReadFile(r.path("tasks.json"))
 	if err != nil {
-		return newState()
+		return empty
 	}
-	st := newState()
-	st.Files = nil // a snapshot without them is from an older crew: replay
-	if json.Unmarshal(data, st) != nil || st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
-		return newState()
-	}
-	f, err := os.Open(r.EventsPath())
-	if err != nil {
-		return newState()
-	}
-	defer f.Close()
-	l, ok, err := jsonl.LineBefore(f, st.Offset)
-	if err != nil || !ok {
-		return newState()
-	}
-	if seq, ok := jsonl.SeqOf(l.Data); !ok || seq != st.Seq {
-		return newState()
-	}
-	if st.Tasks == nil {
-		st.Tasks = map[string]*Task{}
-	}
-	if st.Open == nil {
-		st.Open = map[string]*Open{}
+	st := &State{}
+	if json.Unmarshal(data, st) != nil || !r.matchesLog(st) {
+		return empty
 	}
 	return st
 }
@@ -381,11 +481,30 @@ func writeAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
 	return nil
 }
 
-// State returns the run's current state, read without the run lock:
-// tasks.json plus the log after it. Damage met on the way is listed in
-// State.Damage.
+// State returns the run's current state, read without the run lock: its
+// tasks and its open messages (open.jsonl plus the log after it). Damage
+// met on the way is listed in State.Damage.
 func (r *Run) State() (*State, error) {
-	st := r.readSnapshot()
+	return r.read(func() *State { return r.readOpenSnapshot("", false) })
+}
+
+// TaskState is State without the open messages (State.Open is nil): the
+// tasks only, read from tasks.json plus the log after it, which stays
+// small however many messages are open.
+func (r *Run) TaskState() (*State, error) {
+	return r.read(r.readSnapshot)
+}
+
+// stateFor is State with the open messages of one participant only (a
+// task id, or Leader).
+func (r *Run) stateFor(participant string) (*State, error) {
+	return r.read(func() *State { return r.readOpenSnapshot(recipientKey(participant), true) })
+}
+
+// read returns the state from a snapshot plus the log after it, up to the
+// log's last complete line.
+func (r *Run) read(snapshot func() *State) (*State, error) {
+	st := snapshot()
 	fi, err := os.Stat(r.EventsPath())
 	if err != nil {
 		return nil, err
@@ -395,9 +514,14 @@ func (r *Run) State() (*State, error) {
 		return nil, err
 	}
 	if st.Offset > complete {
-		st = newState()
+		fresh := newState()
+		if st.Open == nil {
+			fresh.Open = nil
+		}
+		fresh.only, fresh.onlySet = st.only, st.onlySet
+		st = fresh
 	}
-	if _, err := r.replay(st, complete, false); err != nil {
+	if _, err := r.replay(st, complete, 0, nil); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -425,20 +549,20 @@ func completeSize(path string, _ int64) (int64, error) {
 // that is missing, damaged at its end, ahead of the log, or behind by more
 // than evs hold (a line lost in a crash while tasks.json survived) is
 // rebuilt from the log.
-func (r *Run) project(st *State, evs []*events.Event, before map[string]int64) error {
+func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[string]int64) error {
 	lines := map[string][]events.Message{}
 	for _, e := range evs {
 		if m := e.Message; m != nil {
 			lines[mailbox.FileFor(m)] = append(lines[mailbox.FileFor(m)], *m)
 		}
 	}
-	errs := []error{r.projectTree(st, evs)}
+	errs := []error{r.projectTree(acts)}
 	if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {
 		return errors.Join(append(errs, err)...) // e.g. a symbolic link: not written through
 	}
 	for _, file := range mailbox.Files {
 		key := strings.TrimSuffix(file, ".jsonl")
-		want := st.Files[key]
+		want := files[key]
 		have, err := mailbox.LastSeq(r.MailboxPath(file))
 		_, serr := os.Lstat(r.MailboxPath(file))
 		switch {
@@ -459,29 +583,26 @@ func (r *Run) project(st *State, evs []*events.Event, before map[string]int64) e
 	return errors.Join(errs...)
 }
 
-// projectTree delivers the mail-tree copies of the events' messages and
-// sets the read flags of those delivered, acknowledged or rejected. It returns the
-// errors met, joined.
-func (r *Run) projectTree(st *State, evs []*events.Event) error {
+// projectTree does what events asked of the mail tree (State.acts), in
+// order: delivers the copies of their messages and sets the read flags of
+// those delivered, acknowledged or rejected, and of questions answered. It
+// returns the errors met, joined.
+func (r *Run) projectTree(acts []treeAct) error {
 	tree := r.root.MailTree()
 	var errs []error
-	for _, e := range evs {
-		if m := e.Message; m != nil {
-			for _, agent := range r.recipients(st, e) {
-				errs = append(errs, r.deliverCopy(tree, agent, m))
-			}
+	for _, a := range acts {
+		if a.deliver != nil {
+			errs = append(errs, r.deliverCopy(tree, a.agent, a.deliver))
+			continue
 		}
-		if e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged || e.Type == events.MessageRejected {
-			// Acknowledged and rejected both come after delivered: seen.
-			agent := r.agentOf(st, e.Task)
-			for _, id := range e.MessageIDs {
-				errs = append(errs, tree.SetRead(agent, id, true, false))
-			}
+		name := a.name
+		if name == "" && a.ref != nil {
+			name = a.ref.mailName()
 		}
-		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo != "" {
-			// A response answers the question: the leader has seen it.
-			errs = append(errs, tree.SetRead(r.Manifest.Leader, e.Message.ReplyTo, true, false))
+		if name == "" {
+			name = a.id // not known: found by id, reading the directory
 		}
+		errs = append(errs, tree.SetRead(a.agent, name, true, false))
 	}
 	return errors.Join(errs...)
 }
@@ -509,34 +630,6 @@ func (r *Run) rebuildMailbox(file string) error {
 		buf = append(buf, line...)
 	}
 	return writeAtomic(r.MailboxPath(file), buf, r.root.Perm.File, false)
-}
-
-// agentOf returns the agent whose mail tree holds a participant's copies:
-// the task's agent, or the leader for "" and the leader's name.
-func (r *Run) agentOf(st *State, participant string) string {
-	if t := st.Tasks[participant]; t != nil {
-		return t.Agent
-	}
-	return r.Manifest.Leader
-}
-
-// recipients returns the agents a message event is delivered to.
-func (r *Run) recipients(st *State, e *events.Event) []string {
-	m := e.Message
-	switch {
-	case m.Direction == events.Outbox:
-		return []string{r.Manifest.Leader}
-	case m.To == events.Broadcast:
-		var d broadcastData
-		json.Unmarshal(e.Data, &d)
-		var agents []string
-		for _, t := range d.Recipients {
-			agents = append(agents, r.agentOf(st, t))
-		}
-		return agents
-	default:
-		return []string{r.agentOf(st, m.To)}
-	}
 }
 
 // mailTypes maps message kinds to mail-async types (SPEC §5).

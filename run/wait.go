@@ -126,12 +126,13 @@ func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, resp
 // WaitRun blocks until every task is terminal. It returns nil when all
 // completed, an error wrapping crew.ErrIncomplete when any failed or was
 // cancelled, crew.ErrTimeout at ctx's deadline. progress, if not nil, is
-// called with the state each time it may have changed.
+// called with the state each time it may have changed (its tasks only, as
+// TaskState reads it).
 func (r *Run) WaitRun(ctx context.Context, progress func(*State)) error {
 	w := r.Watch()
 	defer w.Close()
 	for {
-		st, err := r.State()
+		st, err := r.TaskState()
 		if err != nil {
 			return err
 		}

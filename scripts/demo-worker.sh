@@ -31,13 +31,13 @@ STATUS="starting"
 QUEUED=" "    # ids of follow-ups queued but not yet done
 FOLLOW_UPS=() # their message lines, in arrival order
 
-# If anything fails unexpectedly, fail the task and tell the leader, so
+# If anything fails unexpectedly, tell the leader and fail the task, so
 # that nobody waits for this worker forever.
 finish() {
 	local rc=$?
 	if [ "$rc" -ne 0 ]; then
-		crew task fail --reason "worker script failed (exit $rc)" >/dev/null 2>&1 || true
 		crew report --priority urgent "done: failed (worker script exit $rc)" >/dev/null 2>&1 || true
+		crew task fail --reason "worker script failed (exit $rc)" >/dev/null 2>&1 || true
 		say "failed (exit $rc)"
 	fi
 }

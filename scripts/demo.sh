@@ -38,6 +38,8 @@ unset GOFLAGS
 bold= reset=
 if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\e[1m' reset=$'\e[0m'; fi
 
+trap 'rc=$?; [ "$rc" -eq 0 ] || echo "demo: failed (exit $rc); its files are in $work" >&2' EXIT
+
 cd "$work"
 crew init >/dev/null
 echo "${bold}crew demo${reset}: a leader and three workers on package textutil (a copy of testdata/demo)"

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end tests with real processes: the crew binary, built once with
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,6 +170,10 @@ func e2eLeaderAndWorkers(t *testing.T, bin string) {
 		logs[id] = &bytes.Buffer{}
 		w.Stdout, w.Stderr = logs[id], logs[id]
 		w.WaitDelay = 10 * time.Second
+		// Its own process group, so that a failing test stops the worker
+		// together with the crew command it is blocked in.
+		w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		w.Cancel = func() error { return syscall.Kill(-w.Process.Pid, syscall.SIGKILL) }
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +182,7 @@ func e2eLeaderAndWorkers(t *testing.T, bin string) {
 	defer func() {
 		for id, w := range workers {
 			if w.ProcessState == nil {
-				w.Process.Kill()
+				syscall.Kill(-w.Process.Pid, syscall.SIGKILL)
 				w.Wait()
 			}
 			t.Logf("worker %s said:\n%s", id, logs[id])

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -160,21 +161,29 @@ func (e *env) readMailbox(who string) error {
 		w = r.Watch()
 		defer w.Close()
 	}
-	seen := map[string]bool{}
+	// Messages stream out as they are read (any number of them, in
+	// little memory), through a buffer flushed after each pass.
+	out := bufio.NewWriterSize(e.stdout, 64<<10)
+	e.stdout = out
+	defer out.Flush()
+	seen := map[string]bool{} // with --follow: what earlier passes showed
 	for {
-		msgs, err := r.Inbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread")})
-		for i := range msgs {
-			m := &msgs[i]
-			if seen[m.ID] {
-				continue
+		n := 0
+		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread")}, func(m *events.Message) error {
+			if w != nil {
+				if seen[m.ID] {
+					return nil
+				}
+				seen[m.ID] = true
 			}
-			seen[m.ID] = true
-			if err := e.emit(m, messageText(m)); err != nil {
-				return err
-			}
+			n++
+			return e.emit(m, messageText(m))
+		})
+		if ferr := out.Flush(); err == nil {
+			err = ferr
 		}
 		if err != nil || w == nil {
-			if err == nil && len(msgs) == 0 && !e.json {
+			if err == nil && n == 0 && !e.json {
 				fmt.Fprintln(e.stderr, "crew: no messages")
 			}
 			return err

@@ -98,7 +98,7 @@ func runCommand() *cli.Command {
 						if err != nil {
 							return err
 						}
-						st, err := r.State()
+						st, err := r.TaskState()
 						if err != nil {
 							return err
 						}
@@ -132,7 +132,7 @@ func runCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := r.State()
+					st, err := r.TaskState()
 					if err != nil {
 						return err
 					}
@@ -275,7 +275,7 @@ func runWait(c *cli.Context) error {
 	if tty {
 		fmt.Fprintln(e.stderr)
 	}
-	st, serr := r.State()
+	st, serr := r.TaskState()
 	if serr == nil {
 		e.emit(runRecord{Manifest: r.Manifest, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}, summary(st))
 	}

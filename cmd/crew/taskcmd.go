@@ -101,7 +101,7 @@ func taskCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := r.State()
+					st, err := r.TaskState()
 					if err != nil {
 						return err
 					}
@@ -129,7 +129,7 @@ func taskCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := r.State()
+					st, err := r.TaskState()
 					if err != nil {
 						return err
 					}
@@ -230,7 +230,7 @@ func (e *env) taskArg() (*run.Run, string, string, error) {
 
 // defaultAgent is the agent a task's worker acts as: the task's agent.
 func (e *env) defaultAgent(r *run.Run, id string) string {
-	st, err := r.State()
+	st, err := r.TaskState()
 	if err == nil {
 		if t := st.Tasks[id]; t != nil {
 			return t.Agent

@@ -46,7 +46,7 @@ func watchCommand() *cli.Command {
 			if c.Int("count") < 0 || c.Int64("since") < 0 {
 				return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
 			}
-			st, err := r.State()
+			st, err := r.TaskState()
 			if err != nil {
 				return err
 			}

@@ -103,6 +103,9 @@ func newRun(dir, id string, tasks ...string) (*run.Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A long-lived leader's setting: an operation returns once its event
+	// is durable; the projections follow (Run.SetAsync).
+	r.SetAsync(true)
 	ctx := context.Background()
 	for _, t := range tasks {
 		if _, err := r.AddTask(ctx, t, run.TaskSpec{Title: "bench task " + t}, run.Leader); err != nil {

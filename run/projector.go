@@ -1,0 +1,441 @@
+package run
+
+import (
+	"bufio"
+	"encoding/json"
+	"maps"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/internal/jsonl"
+	"github.com/crew-dev/crew/mailbox"
+)
+
+// Projections follow the log (SPEC §2): once a batch of events is fsynced,
+// the operations are committed, and a projection job brings the mailbox
+// files, the mail tree and the snapshots up to date with them. The job
+// runs in the Run's projector goroutine, while the next batch is already
+// being written: its fsync and the projections of the batch before it
+// overlap, which is most of what group commit gains.
+//
+// The process keeps the run lock (run.lock) from the first commit of a
+// burst until the projector has caught up, so another process that takes
+// the lock still finds every projection up to date with the log, as if
+// each commit had projected before unlocking. Within the process, wmu
+// keeps one writer of the log (or repair) at a time.
+//
+// By default an operation returns once its projections are done, as
+// before; SetAsync lets it return as soon as its event is durable.
+
+// A treeAct is what an event asks of the mail tree, found by the reducer
+// while it applies the event (State.acts): deliver a copy of a message to
+// an agent, or set the read flag of an agent's copy.
+type treeAct struct {
+	seq     int64
+	agent   string
+	deliver *events.Message // a copy to deliver; else a read flag to set
+	id      string          // message whose copy was seen
+	name    string          // its file name (mailbox.Name), "" when unknown
+	ref     *Open           // or the open entry that names it
+}
+
+// mailName is mailbox.Name of a run message's copies.
+func mailName(at events.Time, from, id string) string {
+	return mailbox.Name(mailbox.Mail{Timestamp: at.Time, From: from, ID: id})
+}
+
+var (
+	internMu sync.Mutex
+	interned = map[string]string{}
+)
+
+// intern returns one shared copy of a short string that many open
+// entries hold (kinds, files, priorities, agent names), so that a state
+// with many open messages does not hold as many copies. Strings longer
+// than an id are returned as they are.
+func intern(s string) string {
+	if len(s) > 64 {
+		return s
+	}
+	internMu.Lock()
+	defer internMu.Unlock()
+	if v, ok := interned[s]; ok {
+		return v
+	}
+	if len(interned) < 4096 {
+		interned[s] = s
+	}
+	return s
+}
+
+// A job is the projection work of one committed batch: the events (for the
+// mailbox files), what they ask of the mail tree, and the snapshots as of
+// its last event.
+type job struct {
+	evs    []*events.Event // committed events whose projections may be missing, in seq order
+	acts   []treeAct
+	before map[string]int64 // State.Files where projections stood before evs
+	snap   *State           // the state after evs, tasks only (a copy)
+	open   *State           // a copy of the whole state when open.jsonl is due, else nil
+	done   chan struct{}
+}
+
+// projector runs the Run's projection jobs in order, in one goroutine
+// started on demand.
+type projector struct {
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when jobs finish
+	jobs    []*job
+	running bool
+	pending int  // events in jobs not yet done
+	broken  bool // a job failed: later jobs were skipped; reload before committing more
+	async   bool
+}
+
+// maxPending bounds the events an asynchronous Run may have committed but
+// not yet projected; a writer past it waits for the projector.
+const maxPending = 4096
+
+func (p *projector) init() {
+	if p.cond == nil {
+		p.cond = sync.NewCond(&p.mu)
+	}
+}
+
+// SetAsync sets whether operations return as soon as their events are
+// durable (true), or only once their projections (mailbox files, mail
+// tree, snapshots) are written too (false, the default). With true, a
+// long-lived leader commits its next operation while the projections of
+// the last one are still being written; Sync waits for them. Either way
+// the log is fsynced before an operation returns, and another process
+// never sees projections behind the log while this one holds the run lock.
+func (r *Run) SetAsync(on bool) {
+	r.proj.mu.Lock()
+	r.proj.async = on
+	r.proj.mu.Unlock()
+}
+
+// Sync waits until the projections of every operation committed through
+// r are written (see SetAsync).
+func (r *Run) Sync() {
+	p := &r.proj
+	p.mu.Lock()
+	p.init()
+	for len(p.jobs) > 0 || p.running {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+}
+
+// enqueue hands a job to the projector, which already holds a run-lock
+// hold for it. With an asynchronous Run it first waits while too many
+// events are waiting for projection.
+func (r *Run) enqueue(j *job) {
+	p := &r.proj
+	p.mu.Lock()
+	p.init()
+	for p.async && p.pending > maxPending {
+		p.cond.Wait()
+	}
+	p.jobs = append(p.jobs, j)
+	p.pending += len(j.evs)
+	if !p.running {
+		p.running = true
+		go r.projectLoop()
+	}
+	p.mu.Unlock()
+}
+
+// isAsync reports whether operations return before their projections.
+func (r *Run) isAsync() bool {
+	r.proj.mu.Lock()
+	defer r.proj.mu.Unlock()
+	return r.proj.async
+}
+
+// projectLoop runs the queued jobs, all at once when several are
+// waiting: their mail tree and mailbox files in order, then one snapshot
+// for the last.
+func (r *Run) projectLoop() {
+	p := &r.proj
+	for {
+		p.mu.Lock()
+		jobs := p.jobs
+		p.jobs = nil
+		if len(jobs) == 0 {
+			p.running = false
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		broken := p.broken
+		p.mu.Unlock()
+
+		if !broken && r.runJobs(jobs) != nil {
+			broken = true
+		}
+		p.mu.Lock()
+		if broken {
+			p.broken = true
+		}
+		for _, j := range jobs {
+			p.pending -= len(j.evs)
+			close(j.done)
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		for range jobs {
+			r.unhold()
+		}
+	}
+}
+
+// runJobs projects the jobs' events and writes the snapshots of the last.
+// A projection that could not be written (a full disk, say) stops it
+// before tasks.json moves past the events, so that the next writer replays
+// them and projects them again (every step is idempotent).
+func (r *Run) runJobs(jobs []*job) error {
+	var (
+		evs  []*events.Event
+		acts []treeAct
+		open *State
+	)
+	for _, j := range jobs {
+		evs = append(evs, j.evs...)
+		acts = append(acts, j.acts...)
+		if j.open != nil {
+			open = j.open
+		}
+	}
+	last := jobs[len(jobs)-1]
+	if err := r.project(acts, evs, last.snap.Files, jobs[0].before); ioFailure(err) {
+		return err
+	}
+	if err := r.writeSnapshot(last.snap); err != nil {
+		return err
+	}
+	if open != nil {
+		r.writeOpenSnapshot(open)
+	}
+	return nil
+}
+
+// hold takes the run lock for this process, or counts one more user of
+// the lock it already holds; unhold gives one back, and the last unlocks.
+func (r *Run) hold() error {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.holds == 0 {
+		fl, err := r.lock()
+		if err != nil {
+			return err
+		}
+		r.fl = fl
+	}
+	r.holds++
+	return nil
+}
+
+func (r *Run) unhold() {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	r.holds--
+	if r.holds == 0 {
+		r.fl.Unlock()
+		r.fl = nil
+	}
+}
+
+// exclusive runs fn as the only writer of the run, in this process and
+// among processes: no commit, no projection job, the run lock held. Repair
+// and mailbox healing use it.
+func (r *Run) exclusive(fn func() error) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.Sync()
+	if err := r.hold(); err != nil {
+		return err
+	}
+	defer r.unhold()
+	return fn()
+}
+
+// copyTasks returns a copy of st without its open messages, for
+// tasks.json: the tasks are copied one by one (apply changes them in
+// place; the times they point to it only replaces).
+func copyTasks(st *State) *State {
+	c := *st
+	c.Open, c.acts = nil, nil
+	c.Tasks = make(map[string]*Task, len(st.Tasks))
+	for id, t := range st.Tasks {
+		tc := *t
+		c.Tasks[id] = &tc
+	}
+	c.Files = maps.Clone(st.Files)
+	c.Damage = append([]string(nil), st.Damage...)
+	return &c
+}
+
+// copyState returns a copy of the whole state, open messages included.
+func copyState(st *State) *State {
+	c := copyTasks(st)
+	c.Open = make(map[string]*Open, len(st.Open))
+	for k, o := range st.Open {
+		oc := *o
+		c.Open[k] = &oc
+	}
+	return c
+}
+
+// openSnapshotDue reports whether open.jsonl, last written at seq since,
+// should be written again for st: once the events after it would cost a
+// reader more to replay than the snapshot costs to write (every 128
+// events, or one per four open messages when there are more).
+func openSnapshotDue(st *State, since int64) bool {
+	return st.Open != nil && !st.onlySet && st.Seq-since >= 128+int64(len(st.Open))/4
+}
+
+// openLine is one line of open.jsonl after the first: an open message and
+// its key in State.Open.
+type openLine struct {
+	Key string `json:"key"`
+	Open
+}
+
+// writeOpenSnapshot writes open.jsonl: the state's tasks as tasks.json
+// holds them on its first line, then one open message per line, in seq
+// order. Like tasks.json it is a projection, replaced atomically and not
+// fsynced; unlike it, it is not rewritten on every commit (see
+// openSnapshotDue): a reader that needs the open messages reads it and
+// replays the log after it.
+func (r *Run) writeOpenSnapshot(st *State) error {
+	path := r.path("open.jsonl")
+	f, err := fsys.CreateTemp(r.dir, ".open.jsonl.tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	w := bufio.NewWriterSize(f, 64<<10)
+	head, err := json.Marshal(copyTasks(st))
+	if err == nil {
+		w.Write(append(head, '\n'))
+		keys := make([]string, 0, len(st.Open))
+		for k := range st.Open {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := st.Open[keys[i]], st.Open[keys[j]]
+			if a.Seq != b.Seq {
+				return a.Seq < b.Seq
+			}
+			return keys[i] < keys[j]
+		})
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for _, k := range keys {
+			if err = enc.Encode(openLine{Key: k, Open: *st.Open[k]}); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, r.root.Perm.File)
+	}
+	if err == nil {
+		err = fsys.RenameFile(tmp, path)
+	}
+	if err == nil {
+		r.openSeq.Store(st.Seq)
+	}
+	return err
+}
+
+// readOpenSnapshot returns the whole state in open.jsonl when it matches
+// the log, or an empty state. With onlySet, only the open messages of
+// participant only (a recipient key) are kept.
+func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
+	fresh := func() *State {
+		st := newState()
+		st.only, st.onlySet = only, onlySet
+		return st
+	}
+	f, err := os.Open(r.path("open.jsonl"))
+	if err != nil {
+		return fresh()
+	}
+	defer f.Close()
+	rd := jsonl.NewReader(f, 0, 1)
+	l, err := rd.Next()
+	if err != nil {
+		return fresh()
+	}
+	st := fresh()
+	st.Files = nil
+	if json.Unmarshal(l.Data, st) != nil || !r.matchesLog(st) {
+		return fresh()
+	}
+	st.Open = map[string]*Open{}
+	for {
+		l, err := rd.Next()
+		if err != nil {
+			break // the end (a torn last line: the file is a temp renamed whole, so only damage)
+		}
+		var ol openLine
+		if json.Unmarshal(l.Data, &ol) != nil || ol.ID == "" {
+			return fresh()
+		}
+		if !st.tracks(ol.Task) {
+			continue
+		}
+		o := ol.Open
+		o.Task, o.Kind, o.File, o.Priority, o.Status, o.From = intern(o.Task), intern(o.Kind), intern(o.File), intern(o.Priority), intern(o.Status), intern(o.From)
+		key := o.ID
+		if ol.Key != o.ID {
+			key = ol.Key
+		}
+		st.Open[key] = &o
+	}
+	r.openSeq.Store(st.Seq)
+	return st
+}
+
+// matchesLog reports whether a snapshot's seq and offset agree with the
+// log: the line that ends at its offset has its seq. It also fills in
+// what a snapshot from an older crew lacks.
+func (r *Run) matchesLog(st *State) bool {
+	if st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
+		return false
+	}
+	f, err := os.Open(r.EventsPath())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	l, ok, err := jsonl.LineBefore(f, st.Offset)
+	if err != nil || !ok {
+		return false
+	}
+	if seq, ok := jsonl.SeqOf(l.Data); !ok || seq != st.Seq {
+		return false
+	}
+	if st.Tasks == nil {
+		st.Tasks = map[string]*Task{}
+	}
+	return true
+}
+
+func (p *projector) isBroken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.broken
+}
