@@ -40,6 +40,8 @@ type treeAct struct {
 	id      string          // message whose copy was seen
 	name    string          // its file name (mailbox.Name), "" when unknown
 	ref     *Open           // or the open entry that names it
+	fresh   bool            // deliver: the message was committed by this job, so no copy of it exists yet
+	read    bool            // deliver: the copy is delivered read (its recipient saw it before it was projected)
 }
 
 // mailName is mailbox.Name of a run message's copies.

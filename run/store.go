@@ -193,6 +193,7 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		evs []*events.Event
 	)
 	st.acts = &acts
+	ownActs := len(acts) // acts from here on are the batch's own: fresh messages
 	for _, o := range batch {
 		target := st
 		if o.side != nil {
@@ -244,6 +245,9 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		o.ev = ev
 	}
 	st.acts = nil
+	for i := ownActs; i < len(acts); i++ {
+		acts[i].fresh = true
+	}
 	if len(buf) > 0 {
 		if err := w.AppendRaw(buf); err != nil {
 			r.dropCache()
@@ -583,29 +587,76 @@ func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[str
 	return errors.Join(errs...)
 }
 
-// projectTree does what events asked of the mail tree (State.acts), in
-// order: delivers the copies of their messages and sets the read flags of
-// those delivered, acknowledged or rejected, and of questions answered. It
-// returns the errors met, joined.
+// projectTree does what events asked of the mail tree (State.acts):
+// delivers the copies of their messages and sets the read flags of those
+// delivered, acknowledged or rejected, and of questions answered. Each
+// agent's directory gets its acts in order (a read flag after its copy);
+// different agents' directories are written side by side. A fresh copy
+// whose recipient has seen it by the end of acts is delivered read at
+// once, which writes it once instead of twice. It returns the errors met,
+// joined.
 func (r *Run) projectTree(acts []treeAct) error {
 	tree := r.root.MailTree()
-	var errs []error
-	for _, a := range acts {
-		if a.deliver != nil {
-			errs = append(errs, r.deliverCopy(tree, a.agent, a.deliver))
-			continue
+	fresh := map[string]int{} // agent/id of a fresh copy -> its act
+	byAgent := map[string][]*treeAct{}
+	var agents []string
+	for i := range acts {
+		a := &acts[i]
+		if a.deliver != nil && a.fresh {
+			fresh[a.agent+"/"+a.deliver.ID] = i
+		} else if a.deliver == nil {
+			if j, ok := fresh[a.agent+"/"+a.id]; ok {
+				acts[j].read = true
+				continue
+			}
 		}
-		name := a.name
-		if name == "" && a.ref != nil {
-			name = a.ref.mailName()
+		if byAgent[a.agent] == nil {
+			agents = append(agents, a.agent)
 		}
-		if name == "" {
-			name = a.id // not known: found by id, reading the directory
-		}
-		errs = append(errs, tree.SetRead(a.agent, name, true, false))
+		byAgent[a.agent] = append(byAgent[a.agent], a)
 	}
+	errs := make([]error, len(agents))
+	do := func(k int) {
+		var es []error
+		for _, a := range byAgent[agents[k]] {
+			if a.deliver != nil {
+				es = append(es, r.deliverCopy(tree, a.agent, a.deliver, a.read))
+				continue
+			}
+			name := a.name
+			if name == "" && a.ref != nil {
+				name = a.ref.mailName()
+			}
+			if name == "" {
+				name = a.id // not known: found by id, reading the directory
+			}
+			es = append(es, tree.SetRead(a.agent, name, true, false))
+		}
+		errs[k] = errors.Join(es...)
+	}
+	if len(agents) == 1 {
+		do(0)
+		return errs[0]
+	}
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range min(len(agents), treeWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1)) - 1; k < len(agents); k = int(next.Add(1)) - 1 {
+				do(k)
+			}
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// treeWorkers is how many agents' mail directories projectTree writes at
+// once: file creation is mostly system time, which several processors
+// share out.
+const treeWorkers = 4
 
 // rebuildMailbox rewrites one mailbox file from the log.
 func (r *Run) rebuildMailbox(file string) error {
@@ -646,7 +697,7 @@ var mailTypes = map[string]string{
 // deliverCopy delivers the mail-tree copy of a run message. It is a
 // projection of the fsynced log, so it is not fsynced itself (SPEC §5); a
 // copy lost in a crash is delivered again, under the same name.
-func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message) error {
+func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message, read bool) error {
 	if !tree.Exists(agent) {
 		if err := tree.Create(agent); err != nil {
 			return err
@@ -655,7 +706,7 @@ func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message) er
 	subject := fmt.Sprintf("%s from %s (run %s, task %s)", m.Kind, m.From, m.Run, m.Task)
 	_, err := tree.Deliver(agent, mailbox.Mail{
 		ID: m.ID, From: m.From, To: agent, Type: mailTypes[m.Kind], Subject: subject, Body: m.Body,
-		Timestamp: m.SentAt.Time, Priority: m.Priority, Run: m.Run, Task: m.Task, Kind: m.Kind,
+		Timestamp: m.SentAt.Time, Priority: m.Priority, Run: m.Run, Task: m.Task, Kind: m.Kind, Read: read,
 	}, false)
 	return err
 }

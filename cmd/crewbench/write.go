@@ -153,6 +153,7 @@ func sendOne(dir string) (func(time.Duration) (float64, error), error) {
 			}
 			n += 3
 		}
+		r.Sync() // sustained: the round ends when its projections are written too
 		return float64(n) / time.Since(start).Seconds(), nil
 	}, nil
 }
@@ -196,6 +197,7 @@ func sendGroup(dir string) (func(time.Duration) (float64, error), error) {
 			}()
 		}
 		wg.Wait()
+		r.Sync() // sustained: the round ends when its projections are written too
 		return float64(n.Load()) / time.Since(start).Seconds(), first
 	}, nil
 }
