@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 )
 
@@ -36,7 +35,24 @@ var (
 	ErrDamaged    = errors.New("damaged")
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+// validID reports whether id matches ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$.
+// It is written out rather than a regexp: compiling one at start-up is a
+// measurable share of a short crew command's run time.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // IDRule is the identifier rule of SPEC §1, as shown in error messages.
 const IDRule = "ids are 1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit"
@@ -47,7 +63,7 @@ const IDRule = "ids are 1-64 characters of A-Z a-z 0-9 _ -, starting with a lett
 // names the bad value (quoted, so control characters are visible) and the
 // rule.
 func ValidateID(kind, id string) error {
-	if idPattern.MatchString(id) {
+	if validID(id) {
 		return nil
 	}
 	return fmt.Errorf("invalid %s id %q: %s: %w", kind, id, IDRule, ErrInvalid)

@@ -79,11 +79,14 @@ func (wt *Watcher) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops watching.
+// Close stops watching and returns at once. Releasing the notification
+// instance finishes in the background: closing an inotify descriptor waits
+// for a kernel grace period (tens of milliseconds), which a waiter that has
+// its answer must not spend before printing it.
 func (wt *Watcher) Close() error {
 	close(wt.done)
 	if wt.w != nil {
-		return wt.w.Close()
+		go wt.w.Close()
 	}
 	return nil
 }

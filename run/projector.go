@@ -151,6 +151,49 @@ func (r *Run) enqueue(j *job) {
 	p.mu.Unlock()
 }
 
+// projectInline runs j in the calling goroutine, when the Run is
+// synchronous and its projector idle: a lone operation (a crew command)
+// then projects without handing over to another goroutine and back, which
+// costs a process that does one operation more than the projection. It
+// reports whether it ran j.
+func (r *Run) projectInline(j *job) bool {
+	p := &r.proj
+	p.mu.Lock()
+	p.init()
+	if p.async || p.running || len(p.jobs) > 0 {
+		p.mu.Unlock()
+		return false
+	}
+	p.running = true
+	broken := p.broken
+	p.mu.Unlock()
+	if !broken && r.runJobs([]*job{j}) != nil {
+		broken = true
+	}
+	p.mu.Lock()
+	p.broken = p.broken || broken
+	close(j.done)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	r.unhold()
+	r.startQueued()
+	return true
+}
+
+// startQueued starts the projector for jobs queued while an inline job
+// ran, or marks it idle.
+func (r *Run) startQueued() {
+	p := &r.proj
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.jobs) > 0 {
+		go r.projectLoop()
+		return
+	}
+	p.running = false
+	p.cond.Broadcast()
+}
+
 // isAsync reports whether operations return before their projections.
 func (r *Run) isAsync() bool {
 	r.proj.mu.Lock()

@@ -125,7 +125,12 @@ func (r *Run) commitOp(o *op) (*events.Event, error) {
 		r.mu.Unlock()
 		j, err := r.commitBatch(batch)
 		if j != nil {
-			r.enqueue(j)
+			r.mu.Lock()
+			alone := len(r.queue) == 0
+			r.mu.Unlock()
+			if !(alone && r.projectInline(j)) {
+				r.enqueue(j)
+			}
 		}
 		r.mu.Lock()
 		for _, b := range batch {

@@ -140,7 +140,9 @@ func bench(c config) error {
 	if c.crew == "" {
 		c.crew = filepath.Join(tmp, "crew")
 		step("building crew into %s", c.crew)
-		out, err := exec.Command("go", "build", "-o", c.crew, "github.com/crew-dev/crew/cmd/crew").CombinedOutput()
+		build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", c.crew, "github.com/crew-dev/crew/cmd/crew") // as make build does
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go build (run crewbench inside the crew module, or give -crew): %v\n%s", err, out)
 		}
