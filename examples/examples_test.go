@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package examples holds no code: only the example workflow and scripts
 // in this directory, and this test, which runs them so they cannot rot.
 package examples

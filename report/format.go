@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -47,14 +48,31 @@ func Write(w io.Writer, rep *Report, format string) error {
 	return CheckFormat(format)
 }
 
-// JSON writes the whole report as one JSON object on one line.
+// JSON writes the whole report as one JSON object on one line, the
+// messages last. It streams: the messages are encoded one at a time, so
+// the output is never held whole in memory.
 func (rep *Report) JSON(w io.Writer) error {
-	line, err := events.Marshal(rep)
+	head := *rep
+	head.Messages = nil // omitted: written below, one by one
+	line, err := events.Marshal(&head)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(line)
-	return err
+	bw := bufio.NewWriter(w)
+	bw.Write(line[:len(line)-len("}\n")])
+	bw.WriteString(`,"messages":[`)
+	for i, m := range rep.Messages {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		line, err := events.Marshal(m)
+		if err != nil {
+			return err
+		}
+		bw.Write(line[:len(line)-1])
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
 }
 
 // Render loads a report of r and writes it in format to w. Formats that

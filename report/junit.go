@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -17,24 +19,22 @@ import (
 // tests, failures, errors and time only.
 type (
 	junitSuites struct {
-		XMLName  xml.Name     `xml:"testsuites"`
-		Name     string       `xml:"name,attr"`
-		Tests    int          `xml:"tests,attr"`
-		Failures int          `xml:"failures,attr"`
-		Errors   int          `xml:"errors,attr"`
-		Time     string       `xml:"time,attr"`
-		Suites   []junitSuite `xml:"testsuite"`
+		XMLName  xml.Name `xml:"testsuites"`
+		Name     string   `xml:"name,attr"`
+		Tests    int      `xml:"tests,attr"`
+		Failures int      `xml:"failures,attr"`
+		Errors   int      `xml:"errors,attr"`
+		Time     string   `xml:"time,attr"`
 	}
 	junitSuite struct {
-		Name       string          `xml:"name,attr"`
-		Tests      int             `xml:"tests,attr"`
-		Failures   int             `xml:"failures,attr"`
-		Errors     int             `xml:"errors,attr"`
-		Skipped    int             `xml:"skipped,attr"`
-		Time       string          `xml:"time,attr"`
-		Timestamp  string          `xml:"timestamp,attr"`
-		Properties []junitProperty `xml:"properties>property,omitempty"`
-		Cases      []junitCase     `xml:"testcase"`
+		XMLName   xml.Name `xml:"testsuite"`
+		Name      string   `xml:"name,attr"`
+		Tests     int      `xml:"tests,attr"`
+		Failures  int      `xml:"failures,attr"`
+		Errors    int      `xml:"errors,attr"`
+		Skipped   int      `xml:"skipped,attr"`
+		Time      string   `xml:"time,attr"`
+		Timestamp string   `xml:"timestamp,attr"`
 	}
 	junitProperty struct {
 		Name  string `xml:"name,attr"`
@@ -81,24 +81,24 @@ func (rep *Report) JUnit(w io.Writer) error {
 		Name:      "crew run " + rep.Manifest.ID,
 		Time:      seconds(rep.Timings.Seconds),
 		Timestamp: rep.Manifest.CreatedAt.UTC().Format("2006-01-02T15:04:05"),
-		Properties: []junitProperty{
-			{"run", rep.Manifest.ID}, {"title", rep.Manifest.Title}, {"leader", rep.Manifest.Leader},
-			{"seq", fmt.Sprint(rep.Seq)}, {"summary", rep.Summary},
-		},
 	}
-	threads := map[string][]*Message{}
-	for _, m := range rep.Messages {
+	props := struct {
+		List []junitProperty `xml:"property"`
+	}{[]junitProperty{
+		{"run", rep.Manifest.ID}, {"title", rep.Manifest.Title}, {"leader", rep.Manifest.Leader},
+		{"seq", fmt.Sprint(rep.Seq)}, {"summary", rep.Summary},
+	}}
+	threads := map[string][]int{} // task id -> indexes into rep.Messages
+	for i, m := range rep.Messages {
 		id := m.Task
 		if id == events.Broadcast {
 			id = m.To
 		}
-		threads[id] = append(threads[id], m)
+		threads[id] = append(threads[id], i)
 	}
+	var cases []junitCase // without their system-out, made one at a time below
 	for _, t := range rep.Tasks {
 		c := junitCase{Name: t.ID, Classname: rep.Manifest.ID, Time: seconds(t.Seconds)}
-		if out := threadText(t, threads[t.ID]); out != "" {
-			c.SystemOut = &junitText{xmlText(out)}
-		}
 		reason := t.Reason
 		switch t.Status {
 		case task.Completed:
@@ -122,20 +122,68 @@ func (rep *Report) JUnit(w io.Writer) error {
 			c.Error = &junitOutcome{Message: msg, Type: string(t.Status)}
 			s.Errors++
 		}
-		s.Cases = append(s.Cases, c)
+		cases = append(cases, c)
 	}
-	s.Tests = len(s.Cases)
-	all := junitSuites{Name: "crew", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Time: s.Time, Suites: []junitSuite{s}}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
+	s.Tests = len(cases)
+	all := junitSuites{Name: "crew", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Time: s.Time}
+
+	// Streamed: each case with its thread is encoded and dropped before the
+	// next, so a long run's threads are never all in memory at once.
+	bw := bufio.NewWriter(w)
+	bw.WriteString(xml.Header)
+	enc := xml.NewEncoder(bw)
 	enc.Indent("", "  ")
-	if err := enc.Encode(all); err != nil {
+	suitesStart, err := startOf(all)
+	if err != nil {
 		return err
 	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	suiteStart, err := startOf(s)
+	if err != nil {
+		return err
+	}
+	enc.EncodeToken(suitesStart)
+	enc.EncodeToken(suiteStart)
+	if err := enc.EncodeElement(props, xml.StartElement{Name: xml.Name{Local: "properties"}}); err != nil {
+		return err
+	}
+	for i, t := range rep.Tasks {
+		c := cases[i]
+		var msgs []*Message
+		for _, j := range threads[t.ID] {
+			msgs = append(msgs, rep.Messages[j])
+		}
+		if out := threadText(t, msgs); out != "" {
+			c.SystemOut = &junitText{xmlText(out)}
+		}
+		if err := enc.EncodeElement(c, xml.StartElement{Name: xml.Name{Local: "testcase"}}); err != nil {
+			return err
+		}
+	}
+	enc.EncodeToken(suiteStart.End())
+	enc.EncodeToken(suitesStart.End())
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	bw.WriteString("\n")
+	return bw.Flush()
+}
+
+// startOf returns the start tag (name and attributes) encoding/xml writes
+// for v, a struct of attributes.
+func startOf(v any) (xml.StartElement, error) {
+	data, err := xml.Marshal(v)
+	if err != nil {
+		return xml.StartElement{}, err
+	}
+	tok, err := xml.NewDecoder(bytes.NewReader(data)).Token()
+	if err != nil {
+		return xml.StartElement{}, err
+	}
+	start, ok := tok.(xml.StartElement)
+	if !ok {
+		return xml.StartElement{}, fmt.Errorf("junit: no start element")
+	}
+	return start, nil
 }
 
 // threadText is a task's thread for <system-out>: a header line per

@@ -36,12 +36,24 @@ import (
 type treeAct struct {
 	seq     int64
 	agent   string
-	deliver *events.Message // a copy to deliver; else a read flag to set
-	id      string          // message whose copy was seen
-	name    string          // its file name (mailbox.Name), "" when unknown
-	ref     *Open           // or the open entry that names it
+	deliver *events.Message // a copy to deliver; else read flags to set:
+	ids     []string        // the messages whose copies were seen
+	refs    []*Open         // their open entries, which name the copies (mailbox.Name); nil, or nil where unknown
+	name    string          // or, for a single id, the name itself
 	fresh   bool            // deliver: the message was committed by this job, so no copy of it exists yet
 	read    bool            // deliver: the copy is delivered read (its recipient saw it before it was projected)
+}
+
+// copyName returns the file name of the copy of a.ids[k], or the id
+// itself when it is not known (SetRead then looks for it by id).
+func (a *treeAct) copyName(k int) string {
+	switch {
+	case a.name != "":
+		return a.name
+	case a.refs != nil && a.refs[k] != nil:
+		return a.refs[k].mailName()
+	}
+	return a.ids[k]
 }
 
 // mailName is mailbox.Name of a run message's copies.
@@ -335,27 +347,61 @@ func copyState(st *State) *State {
 	return c
 }
 
-// openSnapshotDue reports whether open.jsonl, last written at seq since,
-// should be written again for st: once the events after it would cost a
-// reader more to replay than the snapshot costs to write (every 128
-// events, or one per four open messages when there are more).
-func openSnapshotDue(st *State, since int64) bool {
-	return st.Open != nil && !st.onlySet && st.Seq-since >= 128+int64(len(st.Open))/4
+// openDue reports whether open.jsonl, last written at seq since with
+// count open messages, should be written again for a state at seq: once
+// the events after it would cost a reader more to replay than the
+// snapshot costs to write (every 128 events, or one per four open
+// messages when there are more).
+func openDue(seq, since, count int64) bool {
+	return seq-since >= 128+count/4
 }
 
-// openLine is one line of open.jsonl after the first: an open message and
-// its key in State.Open.
+// openHeader is the first line of open.jsonl: which state it holds, and
+// how many open messages, so that a writer can tell whether it is due
+// without reading the rest.
+type openHeader struct {
+	Seq    int64 `json:"seq"`
+	Offset int64 `json:"offset"`
+	Open   int64 `json:"open"`
+}
+
+// openSnapshotState returns the seq and open-message count of open.jsonl
+// as this process last read or wrote it, reading its first line if it has
+// not (0, 0 when there is none).
+func (r *Run) openSnapshotState() (seq, count int64) {
+	if r.openKnown.Load() {
+		return r.openSeq.Load(), r.openCount.Load()
+	}
+	var h openHeader
+	if f, err := os.Open(r.path("open.jsonl")); err == nil {
+		if l, err := jsonl.NewReader(f, 0, 1).Next(); err == nil {
+			json.Unmarshal(l.Data, &h)
+		}
+		f.Close()
+	}
+	r.noteOpenSnapshot(h.Seq, h.Open)
+	return h.Seq, h.Open
+}
+
+func (r *Run) noteOpenSnapshot(seq, count int64) {
+	r.openSeq.Store(seq)
+	r.openCount.Store(count)
+	r.openKnown.Store(true)
+}
+
+// openLine is one line of open.jsonl after the first two: an open message
+// and its key in State.Open.
 type openLine struct {
 	Key string `json:"key"`
 	Open
 }
 
-// writeOpenSnapshot writes open.jsonl: the state's tasks as tasks.json
-// holds them on its first line, then one open message per line, in seq
+// writeOpenSnapshot writes open.jsonl: a header (openHeader), the state's
+// tasks as tasks.json holds them, then one open message per line, in seq
 // order. Like tasks.json it is a projection, replaced atomically and not
-// fsynced; unlike it, it is not rewritten on every commit (see
-// openSnapshotDue): a reader that needs the open messages reads it and
-// replays the log after it.
+// fsynced; unlike it, it is not rewritten on every commit (see openDue): a
+// reader that needs the open messages reads it and replays the log after
+// it.
 func (r *Run) writeOpenSnapshot(st *State) error {
 	path := r.path("open.jsonl")
 	f, err := fsys.CreateTemp(r.dir, ".open.jsonl.tmp-")
@@ -365,9 +411,13 @@ func (r *Run) writeOpenSnapshot(st *State) error {
 	tmp := f.Name()
 	defer os.Remove(tmp)
 	w := bufio.NewWriterSize(f, 64<<10)
-	head, err := json.Marshal(copyTasks(st))
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	err = enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))})
 	if err == nil {
-		w.Write(append(head, '\n'))
+		err = enc.Encode(copyTasks(st))
+	}
+	if err == nil {
 		keys := make([]string, 0, len(st.Open))
 		for k := range st.Open {
 			keys = append(keys, k)
@@ -379,8 +429,6 @@ func (r *Run) writeOpenSnapshot(st *State) error {
 			}
 			return keys[i] < keys[j]
 		})
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
 		for _, k := range keys {
 			if err = enc.Encode(openLine{Key: k, Open: *st.Open[k]}); err != nil {
 				break
@@ -400,7 +448,7 @@ func (r *Run) writeOpenSnapshot(st *State) error {
 		err = fsys.RenameFile(tmp, path)
 	}
 	if err == nil {
-		r.openSeq.Store(st.Seq)
+		r.noteOpenSnapshot(st.Seq, int64(len(st.Open)))
 	}
 	return err
 }
@@ -420,25 +468,31 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 	}
 	defer f.Close()
 	rd := jsonl.NewReader(f, 0, 1)
+	var h openHeader
+	if l, err := rd.Next(); err != nil || json.Unmarshal(l.Data, &h) != nil {
+		return fresh()
+	}
 	l, err := rd.Next()
 	if err != nil {
 		return fresh()
 	}
 	st := fresh()
 	st.Files = nil
-	if json.Unmarshal(l.Data, st) != nil || !r.matchesLog(st) {
+	if json.Unmarshal(l.Data, st) != nil || st.Seq != h.Seq || st.Offset != h.Offset || !r.matchesLog(st) {
 		return fresh()
 	}
-	st.Open = map[string]*Open{}
+	st.Open = make(map[string]*Open, min(h.Open, 1<<20))
+	n := int64(0)
 	for {
 		l, err := rd.Next()
 		if err != nil {
-			break // the end (a torn last line: the file is a temp renamed whole, so only damage)
+			break // the end: the file was renamed into place whole
 		}
 		var ol openLine
 		if json.Unmarshal(l.Data, &ol) != nil || ol.ID == "" {
 			return fresh()
 		}
+		n++
 		if !st.tracks(ol.Task) {
 			continue
 		}
@@ -450,7 +504,10 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 		}
 		st.Open[key] = &o
 	}
-	r.openSeq.Store(st.Seq)
+	if n != h.Open {
+		return fresh() // cut short: not the file a writer renamed into place
+	}
+	r.noteOpenSnapshot(st.Seq, n)
 	return st
 }
 

@@ -25,6 +25,12 @@ func (s *State) Err() error {
 	if len(s.Damage) == 0 {
 		return nil
 	}
+	// A log full of garbage has a damaged place per line: name the first
+	// few, count the rest (the message is printed on one line).
+	const shown = 10
+	if n := len(s.Damage); n > shown {
+		return fmt.Errorf("%s; and %d more damaged places; run crew repair: %w", strings.Join(s.Damage[:shown], "; "), n-shown, crew.ErrDamaged)
+	}
 	return fmt.Errorf("%s; run crew repair: %w", strings.Join(s.Damage, "; "), crew.ErrDamaged)
 }
 
@@ -295,6 +301,13 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 			return err
 		}
 	}
+	// An id given twice is named once in the event.
+	seen := make(map[string]bool, len(ids))
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 	typ := events.MessageAcknowledged
 	if reject {
 		typ = events.MessageRejected

@@ -63,7 +63,7 @@ func (o *Open) mailName() string { return mailName(o.SentAt, o.From, o.ID) }
 // messages. Offset is the byte length of the log it reflects, so a reader
 // resumes replay there. tasks.json holds it without Open, which can be
 // large (every message not yet acknowledged); open.jsonl holds it whole,
-// and is written less often (see openSnapshotDue).
+// and is written less often (see openDue).
 type State struct {
 	Seq    int64            `json:"seq"`
 	Offset int64            `json:"offset"`
@@ -175,7 +175,7 @@ func (s *State) apply(e *events.Event) error {
 			// The question is answered, timed out or moot: close it.
 			if e.Type == events.TaskResponded && s.acts != nil && t.QuestionAt != nil {
 				// The leader has read it: it answered it.
-				*s.acts = append(*s.acts, treeAct{seq: e.Seq, agent: s.Leader, id: t.Question, name: mailName(*t.QuestionAt, t.QuestionFrom, t.Question)})
+				*s.acts = append(*s.acts, treeAct{seq: e.Seq, agent: s.Leader, ids: []string{t.Question}, name: mailName(*t.QuestionAt, t.QuestionFrom, t.Question)})
 			}
 			delete(s.Open, t.Question)
 			t.Question, t.QuestionFrom, t.QuestionAt = "", "", nil
@@ -216,23 +216,27 @@ func (s *State) apply(e *events.Event) error {
 			t.Questions++
 		}
 	}
-	for _, id := range e.MessageIDs {
+	var seen *treeAct
+	if s.acts != nil && len(e.MessageIDs) > 0 && (e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged || e.Type == events.MessageRejected) {
+		// Acknowledged and rejected both come after delivered: seen.
+		agent := s.Leader
+		if rt := s.Tasks[e.Task]; rt != nil {
+			agent = rt.Agent
+		}
+		*s.acts = append(*s.acts, treeAct{seq: e.Seq, agent: agent, ids: e.MessageIDs})
+		seen = &(*s.acts)[len(*s.acts)-1]
+		if s.Open != nil {
+			seen.refs = make([]*Open, len(e.MessageIDs))
+		}
+	}
+	for k, id := range e.MessageIDs {
 		key := id
 		if _, ok := s.Open[id+"@"+e.Task]; ok {
 			key = id + "@" + e.Task // the reader's copy of a broadcast
 		}
 		o := s.Open[key]
-		if s.acts != nil && (e.Type == events.MessageDelivered || e.Type == events.MessageAcknowledged || e.Type == events.MessageRejected) {
-			// Acknowledged and rejected both come after delivered: seen.
-			agent := s.Leader
-			if rt := s.Tasks[e.Task]; rt != nil {
-				agent = rt.Agent
-			}
-			a := treeAct{seq: e.Seq, agent: agent, id: id}
-			if o != nil {
-				a.name = o.mailName()
-			}
-			*s.acts = append(*s.acts, a)
+		if seen != nil && seen.refs != nil {
+			seen.refs[k] = o
 		}
 		if o == nil {
 			continue

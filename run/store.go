@@ -43,7 +43,9 @@ type Run struct {
 	holds   int          // users of the run lock in this process: a commit batch, projection jobs
 	fl      *flock.Flock // the run lock, while holds > 0
 	proj    projector
-	openSeq atomic.Int64 // seq of open.jsonl as last read or written
+	// open.jsonl as this process last read or wrote it (openSnapshotState)
+	openSeq, openCount atomic.Int64
+	openKnown          atomic.Bool
 }
 
 // ID returns the run id.
@@ -193,6 +195,15 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st.Open == nil {
+		if since, count := r.openSnapshotState(); openDue(st.Seq, since, count) {
+			// open.jsonl is due and this state cannot write it: load the
+			// open messages (they then stay in the cache).
+			if st, caughtUp, acts, before, err = r.loadForWrite(w, true); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var (
 		buf []byte
 		evs []*events.Event
@@ -237,9 +248,12 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		}
 		if o.side != nil && o.side != st {
 			for i := n; i < len(acts); i++ {
-				if a := &acts[i]; a.deliver == nil && a.name == "" && a.ref == nil {
-					if a.ref = o.side.Open[a.id]; a.ref == nil {
-						a.ref = o.side.Open[a.id+"@"+ev.Task]
+				if a := &acts[i]; a.deliver == nil && a.name == "" && a.refs == nil {
+					a.refs = make([]*Open, len(a.ids))
+					for k, id := range a.ids {
+						if a.refs[k] = o.side.Open[id]; a.refs[k] == nil {
+							a.refs[k] = o.side.Open[id+"@"+ev.Task]
+						}
 					}
 				}
 			}
@@ -268,9 +282,9 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		return nil, nil
 	}
 	j := &job{evs: caughtUp, acts: acts, before: before, snap: copyTasks(st), done: make(chan struct{})}
-	if openSnapshotDue(st, r.openSeq.Load()) {
+	if since, _ := r.openSnapshotState(); st.Open != nil && !st.onlySet && openDue(st.Seq, since, int64(len(st.Open))) {
 		j.open = copyState(st)
-		r.openSeq.Store(st.Seq) // written by the job; not due again meanwhile
+		r.noteOpenSnapshot(st.Seq, int64(len(st.Open))) // written by the job; not due again meanwhile
 	}
 	r.hold() // the job's: it cannot fail, the lock is held
 	return j, nil
@@ -365,6 +379,10 @@ func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*State, []*events.E
 	if st != nil {
 		before, projected = maps.Clone(st.Files), st.Seq
 	} else {
+		// tasks.json says how far projections got: wait for this
+		// process's own jobs, so that it says so for them too (else
+		// their events would be projected twice).
+		r.Sync()
 		snap := r.readSnapshot()
 		before, projected = maps.Clone(snap.Files), snap.Seq
 		st = snap
@@ -609,10 +627,11 @@ func (r *Run) projectTree(acts []treeAct) error {
 		a := &acts[i]
 		if a.deliver != nil && a.fresh {
 			fresh[a.agent+"/"+a.deliver.ID] = i
-		} else if a.deliver == nil {
-			if j, ok := fresh[a.agent+"/"+a.id]; ok {
-				acts[j].read = true
-				continue
+		} else if a.deliver == nil && len(fresh) > 0 {
+			for _, id := range a.ids {
+				if j, ok := fresh[a.agent+"/"+id]; ok {
+					acts[j].read = true
+				}
 			}
 		}
 		if byAgent[a.agent] == nil {
@@ -628,14 +647,12 @@ func (r *Run) projectTree(acts []treeAct) error {
 				es = append(es, r.deliverCopy(tree, a.agent, a.deliver, a.read))
 				continue
 			}
-			name := a.name
-			if name == "" && a.ref != nil {
-				name = a.ref.mailName()
+			for k, id := range a.ids {
+				if _, ok := fresh[a.agent+"/"+id]; ok {
+					continue // delivered read
+				}
+				es = append(es, tree.SetRead(a.agent, a.copyName(k), true, false))
 			}
-			if name == "" {
-				name = a.id // not known: found by id, reading the directory
-			}
-			es = append(es, tree.SetRead(a.agent, name, true, false))
 		}
 		errs[k] = errors.Join(es...)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -337,9 +338,11 @@ func messageText(m *events.Message) string {
 // duration parses a --timeout / --older-than style value: Go durations
 // (90s, 10m, 1h30m) plus days (2d).
 func duration(s string) (time.Duration, error) {
-	if strings.HasSuffix(s, "d") {
-		var n int
-		if _, err := fmt.Sscanf(s, "%dd", &n); err == nil && n >= 0 {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		// Digits only, and few enough days that the duration does not
+		// overflow (to a negative one that would time out at once).
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err == nil && n >= 0 && days[0] != '+' && time.Duration(n) <= time.Duration(1<<63-1)/(24*time.Hour) {
 			return time.Duration(n) * 24 * time.Hour, nil
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -26,10 +27,19 @@ func repairCommand() *cli.Command {
 			}
 			human := fmt.Sprintf("run %s: %d events; log is healthy; projections rebuilt", rep.Run, rep.Events)
 			if len(rep.Damaged) > 0 || len(rep.LostSeqs) > 0 {
-				human = fmt.Sprintf("run %s: %d damaged places", rep.Run, len(rep.Damaged))
-				for _, d := range rep.Damaged {
-					human += "\n  " + escape(d)
+				// The first places, not all: a log replaced by garbage has
+				// one per line (--json lists them all).
+				const shown = 20
+				var b strings.Builder
+				fmt.Fprintf(&b, "run %s: %d damaged places", rep.Run, len(rep.Damaged))
+				for i, d := range rep.Damaged {
+					if i == shown {
+						fmt.Fprintf(&b, "\n  ... and %d more (crew repair --json lists them all)", len(rep.Damaged)-shown)
+						break
+					}
+					b.WriteString("\n  " + escape(d))
 				}
+				human = b.String()
 				if rep.Quarantine != "" {
 					human += "\n  damaged bytes moved to " + rep.Quarantine
 				}

@@ -18,11 +18,14 @@ func reportCommand() *cli.Command {
 			"crew run report --format json | jq '.tasks[] | {id, status, seconds}'",
 		ArgsUsage: "[RUN]",
 		Flags: []cli.Flag{runFlag,
-			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: markdown, junit, mermaid or json", Value: reports.FormatMarkdown},
+			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: markdown, junit, mermaid or json (--json alone means json)", Value: reports.FormatMarkdown},
 		},
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)
 			format := c.String("format")
+			if e.json && !c.IsSet("format") {
+				format = reports.FormatJSON // --json asks for machine output
+			}
 			if err := reports.CheckFormat(format); err != nil {
 				return err
 			}

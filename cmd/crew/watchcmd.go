@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,12 +25,13 @@ func watchCommand() *cli.Command {
 		UsageText: "crew watch --agent t1 --exec 'tmux send-keys -t crew:t1 -l \"[crew] $CREW_KIND for $CREW_TASK: run crew inbox\"; tmux send-keys -t crew:t1 Enter'\n" +
 			"crew watch --agent leader --exec ./answer.sh\n" +
 			"crew watch --json\n" +
-			"crew watch --agent t1 --count 1 --json   # block until the next message for t1",
+			"crew watch --agent t1 --count 1 --timeout 10m --json   # the next message for t1, or exit 5",
 		Flags: []cli.Flag{runFlag,
 			&cli.Int64Flag{Name: "since", Usage: "start after seq `SEQ` (0: every message of the run)", DefaultText: "the run's last seq: only what arrives from now on"},
 			&cli.StringFlag{Name: "agent", Usage: "only messages to `NAME`: a task id, a task's agent (all its tasks), or the leader (what workers send)"},
 			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (sh -c); a failing CMD is reported and watching goes on"},
 			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages", DefaultText: "follow until interrupted"},
+			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m) with exit 5, unless --count messages came first", DefaultText: "none"},
 		},
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)
@@ -45,6 +47,16 @@ func watchCommand() *cli.Command {
 			}
 			if c.Int("count") < 0 || c.Int64("since") < 0 {
 				return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
+			}
+			ctx := c.Context
+			if t := c.String("timeout"); t != "" {
+				d, err := duration(t)
+				if err != nil {
+					return err
+				}
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
 			}
 			st, err := r.TaskState()
 			if err != nil {
@@ -68,7 +80,10 @@ func watchCommand() *cli.Command {
 			for seen := 0; c.Int("count") == 0 || seen < c.Int("count"); {
 				ev, err := cur.Next()
 				if err == io.EOF {
-					if err := w.Wait(c.Context); err != nil {
+					if err := w.Wait(ctx); err != nil {
+						if errors.Is(err, context.DeadlineExceeded) {
+							return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
+						}
 						return err
 					}
 					continue
