@@ -74,7 +74,7 @@ func Read(path string, since int64) (*Cursor, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)
+			return nil, fmt.Errorf("no event log %s: %w", path, crew.ErrNotFound)
 		}
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func ReadAt(path string, off int64, next int64) (*Cursor, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)
+			return nil, fmt.Errorf("no event log %s: %w", path, crew.ErrNotFound)
 		}
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func OpenWriter(path string) (*Writer, error) {
 	f, err := fsys.OpenNoFollow(path, os.O_RDWR, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", path, crew.ErrNotFound)
+			return nil, fmt.Errorf("no event log %s: %w", path, crew.ErrNotFound)
 		}
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,8 +27,18 @@ import (
 var version = "dev"
 
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit (GOMEMLIMIT's default for crew): a command that
+		// streams a large mailbox collects garbage before its heap doubles,
+		// instead of only when it has (GOGC=100). Small commands never
+		// reach it.
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	os.Exit(Main(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
+
+// memoryLimit is the soft memory limit of a crew process, in bytes.
+const memoryLimit = 52 << 20
 
 // Main runs crew with the given arguments and streams and returns its exit
 // code. It is what main calls, and what the testscript tests run.

@@ -266,8 +266,11 @@ func eventText(ev *events.Event) string {
 	if ev.Actor != "" {
 		fmt.Fprintf(&b, "  by %s", escape(ev.Actor))
 	}
-	if ev.From != "" || ev.To != "" {
+	switch {
+	case ev.From != "":
 		fmt.Fprintf(&b, "  %s -> %s", ev.From, ev.To)
+	case ev.To != "":
+		fmt.Fprintf(&b, "  -> %s", ev.To)
 	}
 	if m := ev.Message; m != nil {
 		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
