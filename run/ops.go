@@ -62,6 +62,9 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 	if err := crew.ValidateID("agent", spec.Agent); err != nil {
 		return nil, err
 	}
+	if crew.SameID(spec.Agent, r.Manifest.Leader) && id != "leader" {
+		return nil, fmt.Errorf("task %s cannot have the leader's name %s as its agent: its mail would land in the leader's mailbox: %w", id, r.Manifest.Leader, crew.ErrInvalid)
+	}
 	if !utf8.ValidString(spec.Title) || !utf8.ValidString(spec.DoneWhen) {
 		return nil, fmt.Errorf("task title or done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 	}

@@ -1,14 +1,17 @@
 package run
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
 )
@@ -54,11 +57,33 @@ func (r *Run) Repair(ctx context.Context) (rep *RepairReport, err error) {
 	return rep, err
 }
 
-// repair is Repair, run exclusively.
+// fillLimit is the largest seq gap Repair fills with log.repaired events.
+// A larger jump (a damaged digit, a hand edit) is closed by renumbering the
+// events after it instead, so one bad seq cannot make repair write millions
+// of fillers.
+const fillLimit = 10000
+
+// repairLine is what Repair's first pass learns about one complete line.
+type repairLine struct {
+	seq int64 // 0: the line does not decode as an event
+	run bool  // it is a run.created event
+}
+
+// repair is Repair, run exclusively. It reads the log twice: the first pass
+// decides, from the seqs alone, which lines to keep and how to number them;
+// the second writes the repaired log (only when something was wrong) to a
+// temporary file, streaming, so memory does not grow with the log.
 func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 	defer r.dropCache()
 	rep := &RepairReport{Run: r.ID()}
 	f, err := os.Open(r.EventsPath())
+	if errors.Is(err, os.ErrNotExist) {
+		// A lost log: start a new one from the manifest.
+		if f, err = fsys.OpenFile(r.EventsPath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, r.root.Perm.File); err != nil {
+			return nil, err
+		}
+		rep.Damaged = append(rep.Damaged, "events.jsonl was missing")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +92,9 @@ func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var (
-		good, bad []byte
-		seq       int64
-		at        events.Time
-	)
+
+	// Pass 1: the seq of every line.
+	var lines []repairLine
 	rd := jsonl.NewReader(f, 0, 1)
 	for {
 		l, err := rd.Next()
@@ -81,31 +104,128 @@ func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		e, derr := events.Decode(l.Data)
-		switch {
-		case derr != nil:
-			rep.Damaged = append(rep.Damaged, fmt.Sprintf("line %d: unreadable event: %v", l.Num, derr))
-		case e.Seq <= seq:
-			derr = fmt.Errorf("seq %d out of order", e.Seq)
-			rep.Damaged = append(rep.Damaged, fmt.Sprintf("line %d: seq %d out of order after seq %d", l.Num, e.Seq, seq))
+		var rl repairLine
+		if e, err := events.Decode(l.Data); err == nil {
+			rl = repairLine{seq: e.Seq}
 		}
-		if derr != nil {
-			bad = append(bad, fmt.Sprintf("# line %d, byte %d\n", l.Num, l.Offset)...)
+		lines = append(lines, rl)
+	}
+
+	// Decide. keep[i] is the new seq of line i, or 0 to quarantine it;
+	// fill[i] is how many lost seqs are filled just before it.
+	keep := make([]int64, len(lines))
+	fill := make([]int64, len(lines))
+	var last, shift, unreadable int64
+	for i, l := range lines {
+		s := l.seq - shift
+		switch {
+		case l.seq == 0:
+			unreadable++
+			continue
+		case s <= last:
+			continue // a duplicate or out of order: quarantined
+		case s > last+1 && nextContinues(lines, i, last, shift):
+			continue // this line's seq is the damaged part: the next lines go on from last
+		case s > last+1:
+			gap := s - last - 1
+			if gap > fillLimit {
+				keepGap := min(unreadable, fillLimit)
+				shift += gap - keepGap
+				rep.Damaged = append(rep.Damaged, fmt.Sprintf("line %d: seq jumps from %d to %d; later events renumbered from %d", i+1, last, l.seq, last+keepGap+1))
+				gap = keepGap
+			}
+			fill[i] = gap
+			s = last + gap + 1
+		}
+		keep[i], last, unreadable = s, s, 0
+	}
+	if len(lines) == 0 && len(rep.Damaged) == 0 {
+		rep.Damaged = append(rep.Damaged, "events.jsonl holds no events")
+	}
+	dirty := len(lines) == 0 || shift > 0 || size > complete || len(rep.Damaged) > 0
+	for i := range lines {
+		dirty = dirty || keep[i] == 0 || fill[i] > 0
+	}
+	if !dirty {
+		rep.Events = last
+		if err := r.rebuild(); err != nil {
+			return rep, err
+		}
+		rep.Rebuilt = true
+		return rep, nil
+	}
+
+	// Pass 2: write the repaired log and the quarantine file.
+	now := events.Now()
+	tmp, err := fsys.CreateTemp(r.dir, ".events.jsonl.tmp-repair-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	out := bufio.NewWriterSize(fileWriter{tmp}, 1<<20)
+	var bad []byte
+	var seq int64
+	emit := func(e *events.Event) error {
+		line, err := events.Marshal(e)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(line)
+		return err
+	}
+	rd = jsonl.NewReader(f, 0, 1)
+	for i := 0; ; i++ {
+		l, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep[i] == 0 {
+			reason := "unreadable event"
+			if lines[i].seq > 0 {
+				reason = fmt.Sprintf("seq %d out of order", lines[i].seq)
+			}
+			rep.Damaged = append(rep.Damaged, fmt.Sprintf("line %d: %s", i+1, reason))
+			bad = append(bad, fmt.Sprintf("# line %d, byte %d\n", i+1, l.Offset)...)
 			bad = append(bad, l.Data...)
 			bad = append(bad, '\n')
 			continue
 		}
-		for seq+1 < e.Seq { // fill a gap
+		e, _ := events.Decode(l.Data)
+		for n := int64(0); n < fill[i]; n++ {
 			seq++
-			rep.LostSeqs = append(rep.LostSeqs, seq)
-			filler := events.Event{Seq: seq, At: e.At, Type: events.LogRepaired, Run: r.ID(), Actor: "crew",
-				Reason: fmt.Sprintf("seq %d was lost: no readable line held it", seq)}
-			line, _ := events.Marshal(&filler)
-			good = append(good, line...)
+			filler := r.filler(seq, e.At)
+			if filler.Type == events.LogRepaired {
+				rep.LostSeqs = append(rep.LostSeqs, seq)
+			}
+			if err := emit(&filler); err != nil {
+				return nil, err
+			}
 		}
-		good = append(good, l.Data...)
-		good = append(good, '\n')
-		seq, at = e.Seq, e.At
+		seq++
+		if keep[i] == lines[i].seq {
+			if _, err := out.Write(append(l.Data, '\n')); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		e.Seq = keep[i] // renumbered
+		if e.Message != nil {
+			e.Message.Seq = keep[i]
+		}
+		if err := emit(&e); err != nil {
+			return nil, err
+		}
+	}
+	if seq == 0 { // nothing readable at all: the run begins again from its manifest
+		seq++
+		created := r.filler(seq, now)
+		if err := emit(&created); err != nil {
+			return nil, err
+		}
 	}
 	if size > complete {
 		rep.TornBytes = size - complete
@@ -118,30 +238,54 @@ func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 		bad = append(bad, '\n')
 		rep.Damaged = append(rep.Damaged, fmt.Sprintf("byte %d: unterminated last line of %d bytes", complete, rep.TornBytes))
 	}
-	if len(rep.Damaged) > 0 || len(rep.LostSeqs) > 0 {
-		now := events.Now()
-		if len(bad) > 0 {
-			rep.Quarantine = r.EventsPath() + ".quarantine-" + now.Format("20060102T150405.000Z")
-			if err := writeFileSync(rep.Quarantine, bad, r.root.Perm.File); err != nil {
-				return nil, fmt.Errorf("write quarantine file: %w", err)
-			}
+	if len(bad) > 0 {
+		rep.Quarantine = r.EventsPath() + ".quarantine-" + now.Format("20060102T150405.000Z")
+	}
+	// The log.repaired event names what was lost, with the first few
+	// places; the quarantine file keeps every damaged byte.
+	shown := rep.Damaged
+	if len(shown) > 20 {
+		shown = append(shown[:20:20], fmt.Sprintf("and %d more", len(rep.Damaged)-20))
+	}
+	lost := rep.LostSeqs
+	if len(lost) > 100 {
+		lost = lost[:100]
+	}
+	reason := fmt.Sprintf("%d damaged places; %d seqs lost", len(rep.Damaged), len(rep.LostSeqs))
+	d := repairData{Damaged: shown, LostSeqs: lost}
+	if rep.Quarantine != "" {
+		d.Quarantine = filepath.Base(rep.Quarantine)
+		reason += "; damaged bytes moved to " + d.Quarantine
+	}
+	data, _ := json.Marshal(d)
+	seq++
+	ev := events.Event{Seq: seq, At: now, Type: events.LogRepaired, Run: r.ID(), Actor: "crew", Reason: reason, Data: data}
+	if err := emit(&ev); err != nil {
+		return nil, err
+	}
+	rep.RepairedSeq = seq
+	if err := out.Flush(); err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", r.EventsPath(), err)
+	}
+	if err := fsys.SyncFile(tmp); err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", r.EventsPath(), err)
+	}
+	if err := os.Chmod(tmp.Name(), r.root.Perm.File); err != nil {
+		return nil, err
+	}
+	if rep.Quarantine != "" {
+		if err := writeFileSync(rep.Quarantine, bad, r.root.Perm.File); err != nil {
+			return nil, fmt.Errorf("write quarantine file: %w", err)
 		}
-		if now.Before(at.Time) {
-			now = at
+	}
+	if err := fsys.RenameFile(tmp.Name(), r.EventsPath()); err != nil {
+		if rep.Quarantine != "" {
+			os.Remove(rep.Quarantine) // the damaged bytes are still in the log
 		}
-		data, _ := json.Marshal(repairData{Quarantine: filepath.Base(rep.Quarantine), Damaged: rep.Damaged, LostSeqs: rep.LostSeqs})
-		seq++
-		ev := events.Event{Seq: seq, At: now, Type: events.LogRepaired, Run: r.ID(), Actor: "crew",
-			Reason: fmt.Sprintf("%d damaged places moved to %s; %d seqs lost", len(rep.Damaged), filepath.Base(rep.Quarantine), len(rep.LostSeqs)), Data: data}
-		line, _ := events.Marshal(&ev)
-		good = append(good, line...)
-		rep.RepairedSeq = seq
-		if err := writeAtomic(r.EventsPath(), good, r.root.Perm.File, true); err != nil {
-			if rep.Quarantine != "" {
-				os.Remove(rep.Quarantine) // the damaged bytes are still in the log
-			}
-			return nil, fmt.Errorf("rewrite %s: %w", r.EventsPath(), err)
-		}
+		return nil, fmt.Errorf("rewrite %s: %w", r.EventsPath(), err)
+	}
+	if err := syncDir(r.dir); err != nil {
+		return nil, err
 	}
 	rep.Events = seq
 	if err := r.rebuild(); err != nil {
@@ -149,6 +293,34 @@ func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 	}
 	rep.Rebuilt = true
 	return rep, nil
+}
+
+// nextContinues reports whether the first readable line after line i
+// carries on the numbering from last (allowing one seq per unreadable line
+// in between): then line i's own seq is what is damaged.
+func nextContinues(lines []repairLine, i int, last, shift int64) bool {
+	var between int64
+	for _, l := range lines[i+1:] {
+		if l.seq == 0 {
+			between++
+			continue
+		}
+		s := l.seq - shift
+		return s > last && s <= last+2+between
+	}
+	return false
+}
+
+// filler is the event Repair writes for a lost seq: run.created rebuilt
+// from the manifest for seq 1 (a run's log must begin with it), else a
+// log.repaired event naming the seq.
+func (r *Run) filler(seq int64, at events.Time) events.Event {
+	if seq == 1 {
+		data, _ := json.Marshal(r.Manifest)
+		return events.Event{Seq: 1, At: r.Manifest.CreatedAt, Type: events.RunCreated, Run: r.ID(), Actor: r.Manifest.Leader, Data: data}
+	}
+	return events.Event{Seq: seq, At: at, Type: events.LogRepaired, Run: r.ID(), Actor: "crew",
+		Reason: fmt.Sprintf("seq %d was lost: no readable line held it", seq)}
 }
 
 // rebuild derives every projection afresh from the log. The caller holds
@@ -199,3 +371,9 @@ func (r *Run) rebuild() error {
 	}
 	return r.writeSnapshot(st)
 }
+
+// fileWriter writes to a file through the fsys seam, so tests can make the
+// write fail.
+type fileWriter struct{ f *os.File }
+
+func (w fileWriter) Write(b []byte) (int, error) { return fsys.Write(w.f, b) }

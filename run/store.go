@@ -533,6 +533,9 @@ func (r *Run) stateFor(participant string) (*State, error) {
 func (r *Run) read(snapshot func() *State) (*State, error) {
 	st := snapshot()
 	fi, err := os.Stat(r.EventsPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("run %s has lost its event log %s; crew repair %s starts a new one from the manifest: %w", r.ID(), r.EventsPath(), r.ID(), crew.ErrDamaged)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -550,6 +553,9 @@ func (r *Run) read(snapshot func() *State) (*State, error) {
 	}
 	if _, err := r.replay(st, complete, 0, nil); err != nil {
 		return nil, err
+	}
+	if st.Seq == 0 {
+		st.Damage = append(st.Damage, r.EventsPath()+" holds no events, not even run.created")
 	}
 	return st, nil
 }

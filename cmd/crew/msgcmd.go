@@ -95,7 +95,11 @@ func messageCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
-				return e.emitAnswer(m)
+				if err := e.emitAnswer(m); err != nil {
+					return err
+				}
+				// As with ask --wait: the worker has the answer now.
+				return r.Acknowledge(context.WithoutCancel(c.Context), m.Task, []string{m.ID}, false, "")
 			},
 		},
 		leaderSend("respond", events.KindResponse, "answer a waiting task's open question and unblock its worker (leader)",

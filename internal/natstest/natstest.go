@@ -43,6 +43,9 @@ func opts(t testing.TB, name, dir string) *server.Options {
 		SyncAlways: true,
 		NoLog:      true,
 		NoSigs:     true,
+		// An event carries a body of up to 1 MiB (SPEC §2) plus its
+		// envelope: above the default max_payload of 1 MiB.
+		MaxPayload: 8 << 20,
 		// Small limits keep a test's servers light on a 2-core machine.
 		JetStreamMaxMemory: 64 << 20,
 		JetStreamMaxStore:  1 << 30,
@@ -137,6 +140,17 @@ func (c *Cluster) URL() string {
 		}
 	}
 	return strings.Join(urls, ",")
+}
+
+// StreamLeader returns the index of the node that leads stream (in the
+// global account), or -1.
+func (c *Cluster) StreamLeader(stream string) int {
+	for i, s := range c.Nodes {
+		if s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Kill shuts node i down at once (its store stays on disk).

@@ -1,0 +1,507 @@
+// Package natsstore keeps crew runs in NATS JetStream, for leaders and
+// workers on different machines that share no files.
+//
+// Layout. Each run is one stream, CREW_RUN_<run>, holding one subject,
+// crew.run.<run>: the run's events, one message each, as the JSON line
+// events.jsonl would hold. The stream's sequence is the event's seq, so
+// seq 1, 2, 3 … stays dense and a cursor read (--since SEQ) starts at
+// the right message without scanning the log.
+//
+// Commit rule. A writer reduces the log to seq N, validates its
+// operation, and publishes the event as seq N+1 with
+// Nats-Expected-Last-Subject-Sequence: N. The server stores it only if
+// the subject's last message is still N, so two writers on two machines
+// cannot both append seq N+1: the loser gets crew.ErrConflict, reloads
+// and validates again (the server is the run lock). Each publish carries
+// Nats-Msg-Id, the operation's id: a publish retried after a lost
+// acknowledgement (a node died, the connection dropped) is stored once,
+// and the retry learns it was.
+//
+// Durability. The server acknowledges a publish once it is stored; what
+// "stored" means is the server's setting: on a single node, run it with
+// sync_interval: always (fsync before the acknowledgement); on a cluster,
+// give streams replicas (Options.Replicas, --nats-replicas) so that an
+// acknowledged event is on a majority of nodes.
+//
+// Waiting is woken by a subscription (an ordered consumer that delivers
+// the run's events as they are stored), never by polling.
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+)
+
+// Options are the connection and storage settings of a Store.
+type Options struct {
+	// Creds is the path of a NATS credentials file (.creds: a user JWT
+	// and its nkey seed). Its content is never printed.
+	Creds string
+	// TLSCA is the path of a PEM file of the certificate authorities
+	// that sign the servers' certificates.
+	TLSCA string
+	// Replicas is the number of copies of each stream on a cluster (1 to
+	// 5); 0 means 1. A run created with R replicas keeps them.
+	Replicas int
+	// Timeout bounds connecting and each request to the server; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds connecting and each request when
+// Options.Timeout is 0.
+const DefaultTimeout = 5 * time.Second
+
+// Store is a connection to a NATS server (or cluster) with JetStream, on
+// which crew keeps its runs. Its methods are safe for concurrent use.
+type Store struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	opts Options
+	url  string // redacted: safe to print
+
+	mu      sync.Mutex
+	streams map[string]jetstream.Stream // by run id
+}
+
+// Dial connects to the servers in urls ("nats://HOST:PORT", several
+// separated by commas; the scheme may be left out after the first) and
+// checks that JetStream is enabled. An unreachable server, refused
+// credentials or a server without JetStream is an error that names the
+// servers (with any user and password in the URL left out) and what
+// failed.
+func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Replicas < 1 || o.Replicas > 5 {
+		return nil, fmt.Errorf("--nats-replicas %d: a stream has 1 to 5 replicas: %w", o.Replicas, crew.ErrInvalid)
+	}
+	shown := Redact(urls)
+	nopts := []nats.Option{
+		nats.Name("crew"),
+		nats.Timeout(o.Timeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(100 * time.Millisecond),
+		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond),
+	}
+	if o.Creds != "" {
+		nopts = append(nopts, nats.UserCredentials(o.Creds))
+	}
+	if o.TLSCA != "" {
+		nopts = append(nopts, nats.RootCAs(o.TLSCA))
+	}
+	nc, err := nats.Connect(urls, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %v", shown, scrub(err, urls))
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("NATS at %s: %v", shown, err)
+	}
+	actx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if _, err := js.AccountInfo(actx); err != nil {
+		nc.Close()
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, fmt.Errorf("NATS at %s has no JetStream: start nats-server with -js (or jetstream {} in its configuration)", shown)
+		}
+		return nil, fmt.Errorf("NATS at %s: JetStream account info: %v", shown, err)
+	}
+	return &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}}, nil
+}
+
+// Redact returns urls with any user name, password or token left out, for
+// messages.
+func Redact(urls string) string {
+	var out []string
+	for _, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		if p, err := url.Parse(u); err == nil && p.User != nil {
+			p.User = nil
+			u = p.String()
+		} else if i := strings.LastIndex(u, "@"); i >= 0 && err != nil {
+			u = u[i+1:]
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
+}
+
+// scrub removes the raw URL list from an error message, in case a client
+// error quotes it with its credentials.
+func scrub(err error, urls string) string {
+	msg := err.Error()
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			msg = strings.ReplaceAll(msg, u, Redact(u))
+		}
+	}
+	return msg
+}
+
+// URL returns the server list the store was dialled with, redacted.
+func (s *Store) URL() string { return s.url }
+
+// Close closes the connection.
+func (s *Store) Close() error {
+	s.nc.Close()
+	return nil
+}
+
+// StreamName returns the name of run's stream.
+func StreamName(run string) string { return "CREW_RUN_" + run }
+
+// Subject returns the subject of run's events.
+func Subject(run string) string { return "crew.run." + run }
+
+const streamPrefix = "CREW_RUN_"
+
+// Runs returns the ids of the runs on the server, sorted by stream name.
+func (s *Store) Runs(ctx context.Context) ([]string, error) {
+	l := s.js.StreamNames(ctx, jetstream.WithStreamListSubject("crew.run.*"))
+	var ids []string
+	for name := range l.Name() {
+		if id, ok := strings.CutPrefix(name, streamPrefix); ok {
+			ids = append(ids, id)
+		}
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("list runs on NATS at %s: %w", s.url, err)
+	}
+	return ids, nil
+}
+
+// CreateRun creates the stream of first.Run and appends first (seq 1, the
+// run.created event) to it. A run id already in use, in any letter case,
+// is crew.ErrConflict; a bad id is crew.ErrInvalid.
+func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
+	id := first.Run
+	if err := crew.ValidateID("run", id); err != nil {
+		return err
+	}
+	if first.Seq != 1 {
+		return fmt.Errorf("create run %s: the first event has seq %d, not 1: %w", id, first.Seq, crew.ErrInvalid)
+	}
+	ids, err := s.Runs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, other := range ids {
+		if crew.SameID(other, id) {
+			return fmt.Errorf("run %s already exists: %w", other, crew.ErrConflict)
+		}
+	}
+	st, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName(id),
+		Description: "crew run " + id + ": its events, seq = stream sequence",
+		Subjects:    []string{Subject(id)},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.opts.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+		Duplicates:  2 * time.Minute,
+	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("create run %s on NATS at %s: %w", id, s.url, err)
+	}
+	s.mu.Lock()
+	s.streams[id] = st
+	s.mu.Unlock()
+	if err := s.Append(ctx, first, "create-"+id); err != nil {
+		if errors.Is(err, crew.ErrConflict) {
+			return fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+		}
+		return err
+	}
+	return nil
+}
+
+// stream returns run's stream; an unknown run is crew.ErrNotFound.
+func (s *Store) stream(ctx context.Context, run string) (jetstream.Stream, error) {
+	if err := crew.ValidateID("run", run); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	st := s.streams[run]
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := s.js.Stream(ctx, StreamName(run))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("no run %s on NATS at %s (crew run list shows the runs): %w", run, s.url, crew.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %s on NATS at %s: %w", run, s.url, err)
+	}
+	s.mu.Lock()
+	s.streams[run] = st
+	s.mu.Unlock()
+	return st, nil
+}
+
+// Append appends ev to the log of ev.Run as seq ev.Seq, if and only if
+// the log's last event is seq ev.Seq-1 (Nats-Expected-Last-Subject-
+// Sequence); otherwise it returns an error wrapping crew.ErrConflict and
+// the caller reloads the state and tries again. opID names the
+// operation (Nats-Msg-Id): a publish whose acknowledgement was lost is
+// retried here with the same id, and the server stores it once, so an
+// Append that returned nil appended ev exactly once. Errors of the
+// connection are retried until ctx ends.
+func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error {
+	if ev.Seq < 1 {
+		return fmt.Errorf("append to run %s: seq %d: %w", ev.Run, ev.Seq, crew.ErrInvalid)
+	}
+	if _, err := s.stream(ctx, ev.Run); err != nil {
+		return err
+	}
+	line, err := events.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	data := line[:len(line)-1] // the message is the line without its '\n'
+	wait := 50 * time.Millisecond
+	for {
+		ack, err := s.js.Publish(ctx, Subject(ev.Run), data,
+			jetstream.WithMsgID(opID),
+			jetstream.WithExpectStream(StreamName(ev.Run)),
+			jetstream.WithExpectLastSequencePerSubject(uint64(ev.Seq-1)))
+		if err == nil {
+			if ack.Sequence != uint64(ev.Seq) {
+				// A duplicate of an operation stored at another seq: the
+				// caller reused an operation id.
+				return fmt.Errorf("append seq %d to run %s: operation %s is already stored as seq %d: %w", ev.Seq, ev.Run, opID, ack.Sequence, crew.ErrConflict)
+			}
+			return nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			switch apiErr.ErrorCode {
+			case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+				return fmt.Errorf("append seq %d to run %s: another writer appended first: %w", ev.Seq, ev.Run, crew.ErrConflict)
+			case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+				return fmt.Errorf("append seq %d to run %s: %v: %w", ev.Seq, ev.Run, err, crew.ErrInvalid)
+			case jetstream.JSErrCodeStreamNotFound:
+				return fmt.Errorf("no run %s on NATS at %s: %w", ev.Run, s.url, crew.ErrNotFound)
+			}
+			// Other refusals (no leader yet after a failover, …) may pass.
+		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return fmt.Errorf("append seq %d to run %s: the event is %d bytes, over the server's max_payload: %w", ev.Seq, ev.Run, len(data), crew.ErrInvalid)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("append seq %d to run %s on NATS at %s: %v (last: %v)", ev.Seq, ev.Run, s.url, ctx.Err(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// Head returns the seq of the last event of run (0 for a stream created
+// but not yet given its first event).
+func (s *Store) Head(ctx context.Context, run string) (int64, error) {
+	st, err := s.stream(ctx, run)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("run %s on NATS at %s: %w", run, s.url, err)
+	}
+	return int64(info.State.LastSeq), nil
+}
+
+// Event returns run's event with the given seq; none is
+// crew.ErrNotFound, one that cannot be decoded crew.ErrDamaged.
+func (s *Store) Event(ctx context.Context, run string, seq int64) (*events.Event, error) {
+	st, err := s.stream(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if seq < 1 {
+		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+	}
+	m, err := st.GetMsg(ctx, uint64(seq))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read seq %d of run %s on NATS at %s: %w", seq, run, s.url, err)
+	}
+	return decode(run, seq, m.Data)
+}
+
+func decode(run string, seq int64, data []byte) (*events.Event, error) {
+	e, err := events.Decode(data)
+	if err == nil && e.Seq != seq {
+		err = fmt.Errorf("it says seq %d", e.Seq)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %s: message %d of its stream is no event: %v: %w", run, seq, err, crew.ErrDamaged)
+	}
+	return &e, nil
+}
+
+// readBatch is how many events one pull of a cursor read asks for.
+const readBatch = 512
+
+// Read calls fn with run's events with seq > since, in seq order, up to
+// the last event stored when Read began. Its cost depends on what it
+// returns: it starts at since+1 (the stream's sequence is the seq). An
+// error from fn stops it and is returned; a message that is no event
+// is crew.ErrDamaged.
+func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*events.Event) error) error {
+	head, err := s.Head(ctx, run)
+	if err != nil {
+		return err
+	}
+	if since < 0 {
+		since = 0
+	}
+	if head <= since {
+		return nil
+	}
+	if head-since <= 4 {
+		// A short tail: direct gets, without making a consumer.
+		for seq := since + 1; seq <= head; seq++ {
+			e, err := s.Event(ctx, run, seq)
+			if err != nil {
+				return err
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	st, err := s.stream(ctx, run)
+	if err != nil {
+		return err
+	}
+	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{Subject(run)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    uint64(since + 1),
+	})
+	if err != nil {
+		return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
+	}
+	next := since + 1
+	for next <= head {
+		batch, err := c.Fetch(int(min(head-next+1, readBatch)), jetstream.FetchMaxWait(s.opts.Timeout))
+		if err != nil {
+			return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := int64(md.Sequence.Stream)
+			if seq != next {
+				return fmt.Errorf("run %s: expected seq %d, the stream gave %d: %w", run, next, seq, crew.ErrDamaged)
+			}
+			e, err := decode(run, seq, m.Data())
+			if err != nil {
+				return err
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+			next++
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
+		}
+		if got == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Watcher wakes its user when a run's log grows.
+type Watcher struct {
+	cc   jetstream.ConsumeContext
+	wake chan struct{}
+}
+
+// Waiter is what Watch returns: Wait blocks until the log may have grown,
+// Close stops watching. It is an alias of an interface literal, so a
+// Store satisfies an interface declared elsewhere with the same literal.
+type Waiter = interface {
+	Wait(context.Context) error
+	Close() error
+}
+
+// Watch returns a Waiter for run that wakes when an event with seq >
+// after is stored (at once if there is one already). Close it.
+func (s *Store) Watch(ctx context.Context, run string, after int64) (Waiter, error) {
+	st, err := s.stream(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{Subject(run)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    uint64(after + 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
+	}
+	w := &Watcher{wake: make(chan struct{}, 1)}
+	w.cc, err = c.Consume(func(jetstream.Msg) {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}, jetstream.PullMaxMessages(16))
+	if err != nil {
+		return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
+	}
+	return w, nil
+}
+
+// Wait blocks until the log has grown since the last Wait (or since Watch
+// for the first) and returns nil, or returns ctx's error. A wake-up is a
+// hint: the caller reads from its cursor to see what is new.
+func (w *Watcher) Wait(ctx context.Context) error {
+	select {
+	case <-w.wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops the watcher.
+func (w *Watcher) Close() error {
+	w.cc.Stop()
+	return nil
+}
