@@ -489,7 +489,7 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 			break // the end: the file was renamed into place whole
 		}
 		var ol openLine
-		if json.Unmarshal(l.Data, &ol) != nil || ol.ID == "" {
+		if json.Unmarshal(l.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != ol.ID+"@"+ol.Task) {
 			return fresh()
 		}
 		n++
@@ -498,7 +498,7 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 		}
 		o := ol.Open
 		o.Task, o.Kind, o.File, o.Priority, o.Status, o.From = intern(o.Task), intern(o.Kind), intern(o.File), intern(o.Priority), intern(o.Status), intern(o.From)
-		key := o.ID
+		key := o.ID // the same string: one copy
 		if ol.Key != o.ID {
 			key = ol.Key
 		}

@@ -33,7 +33,14 @@ func Server(t testing.TB) *server.Server {
 	return s
 }
 
-func opts(t testing.TB, name, dir string) *server.Options {
+// Start starts one JetStream server (fsync always) with its store in dir,
+// on a random loopback port, for programs that are not tests (make
+// bench). Shut it down.
+func Start(dir string) (*server.Server, error) {
+	return start(opts(nil, "crew-bench", dir))
+}
+
+func opts(_ testing.TB, name, dir string) *server.Options {
 	return &server.Options{
 		ServerName: name,
 		Host:       "127.0.0.1",

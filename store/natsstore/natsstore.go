@@ -164,6 +164,37 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// bound returns ctx limited to one request's timeout.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+// retry calls f, each call bounded by one request's timeout, until it
+// succeeds, the server refuses (an API error: not found, …), or ctx
+// ends: a request lost while a cluster elects a new leader, or while the
+// client reconnects to another node, is asked again.
+func (s *Store) retry(ctx context.Context, f func(context.Context) error) error {
+	wait := 50 * time.Millisecond
+	for {
+		rctx, cancel := s.bound(ctx)
+		err := f(rctx)
+		cancel()
+		var apiErr *jetstream.APIError
+		if err == nil || errors.As(err, &apiErr) || errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+			return err
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			return err // no deadline to retry within: a command's own timeout decides
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // StreamName returns the name of run's stream.
 func StreamName(run string) string { return "CREW_RUN_" + run }
 
@@ -283,10 +314,14 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 	data := line[:len(line)-1] // the message is the line without its '\n'
 	wait := 50 * time.Millisecond
 	for {
-		ack, err := s.js.Publish(ctx, Subject(ev.Run), data,
+		// Each attempt has its own deadline: a request lost in a
+		// failover must not hold the operation until ctx ends.
+		actx, cancel := s.bound(ctx)
+		ack, err := s.js.Publish(actx, Subject(ev.Run), data,
 			jetstream.WithMsgID(opID),
 			jetstream.WithExpectStream(StreamName(ev.Run)),
 			jetstream.WithExpectLastSequencePerSubject(uint64(ev.Seq-1)))
+		cancel()
 		if err == nil {
 			if ack.Sequence != uint64(ev.Seq) {
 				// A duplicate of an operation stored at another seq: the
@@ -328,7 +363,11 @@ func (s *Store) Head(ctx context.Context, run string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := st.Info(ctx)
+	var info *jetstream.StreamInfo
+	err = s.retry(ctx, func(rctx context.Context) (err error) {
+		info, err = st.Info(rctx)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("run %s on NATS at %s: %w", run, s.url, err)
 	}
@@ -345,7 +384,11 @@ func (s *Store) Event(ctx context.Context, run string, seq int64) (*events.Event
 	if seq < 1 {
 		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
 	}
-	m, err := st.GetMsg(ctx, uint64(seq))
+	var m *jetstream.RawStreamMsg
+	err = s.retry(ctx, func(rctx context.Context) (err error) {
+		m, err = st.GetMsg(rctx, uint64(seq))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
 	}

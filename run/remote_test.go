@@ -1,0 +1,92 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/store/natsstore"
+	"github.com/crew-dev/crew/task"
+)
+
+// Two writers with their own connections and their own cached states
+// start the same task at once through remoteLog.commit: the loser's
+// append is refused (the seq was taken), it reads the winner's event,
+// validates again, and the state machine refuses it: exactly one
+// task.started, and the loser gets ErrConflict.
+func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	dial := func() *natsstore.Store {
+		s, err := natsstore.Dial(ctx, srv.ClientURL(), natsstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := dial(), dial()
+	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
+	if err := a.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(TaskSpec{Agent: "t1"})
+	la, lb := &remoteLog{b: a, run: "r1"}, &remoteLog{b: b, run: "r1"}
+	if _, err := la.commit(ctx, func(*State) (*events.Event, error) {
+		return &events.Event{Type: events.TaskCreated, Task: "t1", To: string(task.Pending), Data: spec}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Both states are read before either writes.
+	if _, err := lb.state(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := func(st *State) (*events.Event, error) {
+		t1, err := getTask(st, "t1")
+		if err != nil {
+			return nil, err
+		}
+		next, err := task.Next(t1.ID, t1.Status, task.Start)
+		if err != nil {
+			return nil, err
+		}
+		return &events.Event{Type: events.TaskStarted, Task: "t1", From: string(t1.Status), To: string(next)}, nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, l := range []*remoteLog{la, lb} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = l.commit(ctx, start)
+		}()
+	}
+	wg.Wait()
+	ok, conflict := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, crew.ErrConflict):
+			conflict++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if ok != 1 || conflict != 1 {
+		t.Fatalf("errors %v: want one success and one conflict", errs)
+	}
+	fresh := &remoteLog{b: dial(), run: "r1"}
+	st, err := fresh.state(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Seq != 3 || st.Tasks["t1"].Status != task.Running || st.Tasks["t1"].Attempts != 1 {
+		t.Fatalf("state at seq %d: t1 %+v; want seq 3, running, started once", st.Seq, st.Tasks["t1"])
+	}
+}

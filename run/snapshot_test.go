@@ -1,0 +1,255 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/task"
+)
+
+// fullStateJSON is st with its open messages, which tasks.json leaves out.
+func fullStateJSON(t *testing.T, st *State) string {
+	t.Helper()
+	open, err := json.Marshal(st.Open)
+	must(t, err)
+	return stateJSON(t, st) + " open=" + string(open)
+}
+
+func openSnapshotPath(r *Run) string { return filepath.Join(r.Dir(), "open.jsonl") }
+
+// busyRun drives a run past several open.jsonl snapshots: the scenario,
+// then rounds of steers and reports, some read and acknowledged, some not.
+func busyRun(t *testing.T, r *Run, after func()) {
+	t.Helper()
+	ctx := context.Background()
+	scenario(t, r, func(int) {
+		if after != nil {
+			after()
+		}
+	})
+	for i := range 150 {
+		m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprintf("steer %d", i)})
+		must(t, err)
+		if i%3 == 0 {
+			_, err := r.MarkDelivered(ctx, "t1", []string{m.ID})
+			must(t, err)
+		}
+		if i%5 == 0 {
+			must(t, r.Acknowledge(ctx, "t1", []string{m.ID}, false, ""))
+		}
+		if after != nil && i%10 == 0 {
+			after()
+		}
+	}
+}
+
+// TestOpenSnapshotRebuiltFromLog: open.jsonl, like tasks.json, is a
+// projection. Missing, from any earlier point, cut short, corrupt, or from
+// another log, the state read with it is the state of the log alone, open
+// messages included.
+func TestOpenSnapshotRebuiltFromLog(t *testing.T) {
+	r := newTestRun(t)
+	var snaps []string
+	busyRun(t, r, func() {
+		if data, err := os.ReadFile(openSnapshotPath(r)); err == nil {
+			snaps = append(snaps, string(data))
+		}
+	})
+	if len(snaps) < 2 {
+		t.Fatalf("%d open.jsonl snapshots written in a run of 300 events; want several", len(snaps))
+	}
+	st, err := r.State()
+	must(t, err)
+	want := fullStateJSON(t, st)
+	if len(st.Open) == 0 {
+		t.Fatal("the busy run has no open messages")
+	}
+	check := func(what string) {
+		t.Helper()
+		for _, rr := range []*Run{r, reopen(t, r)} {
+			st, err := rr.State()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if got := fullStateJSON(t, st); got != want {
+				t.Errorf("%s: the state read differs from the log's (%d open messages, want %d)", what, len(st.Open), strings.Count(want, `"seq":`)-1)
+			}
+		}
+	}
+	write := func(data string) {
+		t.Helper()
+		must(t, os.WriteFile(openSnapshotPath(r), []byte(data), 0o600))
+	}
+	for i, s := range snaps {
+		write(s)
+		check(fmt.Sprintf("open.jsonl number %d", i+1))
+	}
+	last := snaps[len(snaps)-1]
+	lines := strings.SplitAfter(last, "\n")
+	write(strings.Join(lines[:len(lines)-2], "")) // its last open message lost
+	check("open.jsonl cut short")
+	write(strings.Replace(last, `"key"`, `"kee"`, 1))
+	check("open.jsonl with a bad line")
+	write("{not json\n")
+	check("corrupt open.jsonl")
+	var h openHeader
+	must(t, json.Unmarshal([]byte(lines[0]), &h))
+	write(strings.Replace(last, fmt.Sprintf(`"offset":%d`, h.Offset), `"offset":10`, 2))
+	check("open.jsonl whose offset is not a line end")
+	must(t, os.Remove(openSnapshotPath(r)))
+	check("no open.jsonl")
+
+	// The messages of one reader only: the same entries.
+	for _, who := range []string{"t1", "t2", Leader} {
+		one, err := reopen(t, r).stateFor(who)
+		must(t, err)
+		for key, o := range st.Open {
+			if o.Task == recipientKey(who) && one.Open[key] == nil {
+				t.Errorf("the state read for %s lacks its message %s", who, key)
+			}
+		}
+		for key, o := range one.Open {
+			if o.Task != recipientKey(who) {
+				t.Errorf("the state read for %s holds %s, addressed to %q", who, key, o.Task)
+			}
+		}
+	}
+}
+
+// TestTaskStateLeavesOutOpenMessages: TaskState reads the tasks alone,
+// the same as State's.
+func TestTaskStateLeavesOutOpenMessages(t *testing.T) {
+	r := newTestRun(t)
+	busyRun(t, r, nil)
+	full, err := r.State()
+	must(t, err)
+	tasks, err := reopen(t, r).TaskState()
+	must(t, err)
+	if tasks.Open != nil {
+		t.Errorf("TaskState read %d open messages", len(tasks.Open))
+	}
+	if got, want := stateJSON(t, tasks), stateJSON(t, full); got != want {
+		t.Errorf("TaskState\n%s\nState\n%s", got, want)
+	}
+	data, err := os.ReadFile(snapshotPath(r))
+	must(t, err)
+	if strings.Contains(string(data), `"open"`) {
+		t.Errorf("tasks.json holds the open messages: %s", data)
+	}
+}
+
+// TestAsyncProjection: an asynchronous Run returns once each event is
+// durable; after Sync every projection equals what the log says, each
+// mail-tree copy is there once, and a copy seen before it was projected is
+// delivered read. Many operations in a row cross open.jsonl snapshots
+// while projections are behind (events must not be projected twice).
+func TestAsyncProjection(t *testing.T) {
+	r := newTestRun(t)
+	r.SetAsync(true)
+	ctx := context.Background()
+	for _, id := range []string{"t1", "t2"} {
+		_, err := r.AddTask(ctx, id, TaskSpec{}, "leader")
+		must(t, err)
+		_, err = r.Transition(ctx, id, task.Start, id, "", nil)
+		must(t, err)
+	}
+	var ids []string
+	for i := range 400 {
+		m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: []string{"t1", "t2"}[i%2], From: "leader", Body: fmt.Sprintf("steer %d", i)})
+		must(t, err)
+		ids = append(ids, m.ID)
+		if i%4 == 0 {
+			_, err := r.MarkDelivered(ctx, m.Task, []string{m.ID})
+			must(t, err)
+		}
+	}
+	r.Sync()
+	checkMailboxes(t, r, "after asynchronous sends")
+	flags := treeFlags(t, r)
+	if len(flags) != len(ids) {
+		t.Errorf("%d mail-tree copies for %d messages", len(flags), len(ids))
+	}
+	for i, id := range ids {
+		if got, want := readFlag(t, r, []string{"t1", "t2"}[i%2], id), i%4 == 0; got != want {
+			t.Errorf("copy of steer %d: read %v, want %v", i, got, want)
+		}
+	}
+	snap := r.readSnapshot()
+	st, err := reopen(t, r).State()
+	must(t, err)
+	if snap.Seq != st.Seq {
+		t.Errorf("tasks.json at seq %d after Sync, the log at %d", snap.Seq, st.Seq)
+	}
+	// The projections are exactly what a rebuild from the log gives.
+	before := treeFlags(t, r)
+	must(t, os.RemoveAll(r.Root().MailTree().Dir("t1")))
+	must(t, os.RemoveAll(r.Root().MailTree().Dir("t2")))
+	_, err = reopen(t, r).Repair(ctx)
+	must(t, err)
+	if after := treeFlags(t, r); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("mail tree rebuilt from the log differs:\n%v\nwas\n%v", after, before)
+	}
+}
+
+// TestEachInbox: the streaming read shows what Inbox shows, oldest first,
+// marks the pending ones delivered in one event, and lets an error from
+// its callback stop it.
+func TestEachInbox(t *testing.T) {
+	r := newTestRun(t)
+	busyRun(t, r, nil)
+	peek, err := reopen(t, r).Inbox(context.Background(), "t1", InboxOptions{Peek: true})
+	must(t, err)
+	pending := 0
+	for _, m := range peek {
+		if m.Status == events.StatusPending {
+			pending++
+		}
+	}
+	if pending == 0 {
+		t.Fatal("nothing pending for t1")
+	}
+	before, err := r.State()
+	must(t, err)
+	var got []events.Message
+	must(t, reopen(t, r).EachInbox(context.Background(), "t1", InboxOptions{}, func(m *events.Message) error {
+		got = append(got, *m)
+		return nil
+	}))
+	if len(got) != len(peek) {
+		t.Fatalf("EachInbox gave %d messages, Inbox %d", len(got), len(peek))
+	}
+	for i := range got {
+		if got[i].ID != peek[i].ID || got[i].Body != peek[i].Body || got[i].Status != events.StatusDelivered || got[i].DeliveredAt == nil {
+			t.Fatalf("message %d: %+v, want %s delivered", i, got[i], peek[i].ID)
+		}
+		if i > 0 && got[i].Seq <= got[i-1].Seq {
+			t.Fatalf("messages out of order: seq %d after %d", got[i].Seq, got[i-1].Seq)
+		}
+	}
+	evs := logEvents(t, r)
+	if last := evs[len(evs)-1]; last.Type != events.MessageDelivered || last.Seq != before.Seq+1 || len(last.MessageIDs) != pending {
+		t.Errorf("last event %s at seq %d naming %d messages; want one message.delivered at %d naming %d", last.Type, last.Seq, len(last.MessageIDs), before.Seq+1, pending)
+	}
+	for _, id := range last(evs).MessageIDs {
+		if !readFlag(t, r, "t1", id) {
+			t.Errorf("the copy of %s is not marked read", id)
+		}
+	}
+	stop := fmt.Errorf("enough")
+	n := 0
+	err = r.EachInbox(context.Background(), "t1", InboxOptions{}, func(*events.Message) error {
+		n++
+		return stop
+	})
+	if err != stop || n != 1 {
+		t.Errorf("a callback error: EachInbox returned %v after %d calls; want it back after 1", err, n)
+	}
+}
+
+func last(evs []events.Event) events.Event { return evs[len(evs)-1] }
