@@ -71,6 +71,7 @@ func cliOps(tmp string, c config) (float64, error) {
 type wakeResult struct {
 	p50, p99, max float64
 	early         int
+	callP50       float64 // from Respond's call, not its return
 }
 
 // wake measures how soon a blocked `crew ask --wait` process prints the
@@ -88,7 +89,7 @@ func wake(tmp string, c config) (wakeResult, error) {
 	}
 	env := append(crewEnv(filepath.Join(dir, ".crew"), "wake"), "CREW_TASK=w1")
 	ctx := context.Background()
-	var lat []float64
+	var lat, fromCall []float64
 	var res wakeResult
 	for i := range c.wake + 5 {
 		cmd, stderr := command(c.crew, env, "ask", body("question", i, 80), "--wait", "--timeout", "60s")
@@ -114,6 +115,7 @@ func wake(tmp string, c config) (wakeResult, error) {
 			return res, fmt.Errorf("wake sample %d: %v: %s", i, err, stderr)
 		}
 		time.Sleep(20 * time.Millisecond) // the asker is now blocked in its wait
+		called := time.Now()
 		if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "w1", From: run.Leader, Body: body("answer", i, 80)}); err != nil {
 			return res, err
 		}
@@ -125,6 +127,7 @@ func wake(tmp string, c config) (wakeResult, error) {
 		if i < 5 {
 			continue // warm-up
 		}
+		fromCall = append(fromCall, float64(t.Sub(called).Microseconds())/1000)
 		d := t.Sub(responded)
 		if d < 0 {
 			res.early++
@@ -133,6 +136,7 @@ func wake(tmp string, c config) (wakeResult, error) {
 		lat = append(lat, float64(d.Microseconds())/1000)
 	}
 	res.p50, res.p99, res.max = percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
+	res.callP50 = percentile(fromCall, 50)
 	return res, nil
 }
 

@@ -131,10 +131,21 @@ func body(kind string, i int, n int) string {
 // sendOne is one goroutine sending, in turn, a steer, a question and the
 // response to it: each call one durable commit.
 func sendOne(dir string) (func(time.Duration) (float64, error), error) {
+	return sendOneRun(dir, true)
+}
+
+// sendOneSync is sendOne with a synchronous Run: each call returns only
+// once its projections are written too.
+func sendOneSync(dir string) (func(time.Duration) (float64, error), error) {
+	return sendOneRun(dir, false)
+}
+
+func sendOneRun(dir string, async bool) (func(time.Duration) (float64, error), error) {
 	r, err := newRun(dir, "send", "s1")
 	if err != nil {
 		return nil, err
 	}
+	r.SetAsync(async)
 	ctx := context.Background()
 	i := 0
 	return func(d time.Duration) (float64, error) {
