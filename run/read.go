@@ -422,6 +422,9 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 		if err == io.EOF {
 			return status, to, nil
 		}
+		if err != nil && !errors.Is(err, crew.ErrDamaged) {
+			return "", "", err // an I/O error would repeat forever
+		}
 		if m := e.Message; m != nil && m.ID == id {
 			status = events.StatusPending
 			switch {

@@ -35,6 +35,10 @@ func (r *Run) FindMessage(id string) (*events.Message, error) {
 			if err == io.EOF {
 				break
 			}
+			if err != nil && !errors.Is(err, crew.ErrDamaged) {
+				c.Close()
+				return nil, err // an I/O error would repeat forever
+			}
 			if err == nil && m.ID == id {
 				c.Close()
 				return &m, nil
@@ -51,6 +55,9 @@ func (r *Run) FindMessage(id string) (*events.Message, error) {
 		e, err := c.Next()
 		if err == io.EOF {
 			return nil, fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+		}
+		if err != nil && !errors.Is(err, crew.ErrDamaged) {
+			return nil, err
 		}
 		if e.Message != nil && e.Message.ID == id {
 			return e.Message, nil
