@@ -71,6 +71,7 @@ func usageError(_ *cli.Context, err error, _ bool) error {
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
 		c.OnUsageError = usageError
+		c.HideHelpCommand = true // --help on every command; no "help" subcommand
 		setUsageErrors(c.Subcommands)
 	}
 }

@@ -34,6 +34,9 @@ func readCommands() []*cli.Command {
 				e := newEnv(c)
 				id, err := e.task()
 				if err != nil {
+					if c.String("task") == "" {
+						return fmt.Errorf("no task: give --task ID or set CREW_TASK (inbox is a worker's view; the leader reads what workers sent with crew outbox): %w", crew.ErrInvalid)
+					}
 					return err
 				}
 				return e.readMailbox(id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,11 +33,16 @@ func initCommand() *cli.Command {
 			if err := os.MkdirAll(dir, 0o777); err != nil {
 				return err
 			}
+			_, statErr := os.Stat(filepath.Join(dir, run.DirName))
 			root, err := run.Init(dir, e.perm())
 			if err != nil {
 				return err
 			}
-			return e.emit(map[string]string{"dir": root.Dir}, "initialised crew state root in "+root.Dir)
+			msg := "initialised crew state root in " + root.Dir
+			if statErr == nil {
+				msg = "crew state root already exists in " + root.Dir + "; nothing changed"
+			}
+			return e.emit(map[string]string{"dir": root.Dir}, msg)
 		},
 	}
 }

@@ -118,14 +118,38 @@ func NewCluster(t testing.TB, n int) *Cluster {
 			}
 		}
 	})
+	c.waitReady(n)
+	return c
+}
+
+// waitReady waits until the cluster has a meta leader that sees want
+// JetStream peers and every live node is current with it: only then can a
+// stream with replicas be placed and every request be answered.
+func (c *Cluster) waitReady(want int) {
+	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !c.hasLeader() {
+	for !c.ready(want) {
 		if time.Now().After(deadline) {
-			t.Fatal("the JetStream cluster elected no meta leader in 30s")
+			c.t.Fatalf("the JetStream cluster was not ready with %d peers in 30s", want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return c
+}
+
+func (c *Cluster) ready(want int) bool {
+	peers := 0
+	for _, s := range c.Nodes {
+		if s == nil {
+			continue
+		}
+		if !s.JetStreamIsCurrent() {
+			return false
+		}
+		if s.JetStreamIsLeader() {
+			peers = len(s.JetStreamClusterPeers())
+		}
+	}
+	return peers >= want
 }
 
 func (c *Cluster) hasLeader() bool {
@@ -160,12 +184,30 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
-// Kill shuts node i down at once (its store stays on disk).
+// Kill shuts node i down at once (its store stays on disk). It returns
+// once the others have a meta leader again, so requests are answered.
 func (c *Cluster) Kill(i int) {
 	if s := c.Nodes[i]; s != nil {
 		s.Shutdown()
 		s.WaitForShutdown()
 		c.Nodes[i] = nil
+	}
+	c.waitReady(0)
+}
+
+// WaitStreamLeader waits until some live node leads stream and is current
+// with it, and returns its index.
+func (c *Cluster) WaitStreamLeader(stream string) int {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if i := c.StreamLeader(stream); i >= 0 && c.Nodes[i].JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no node leads stream %s 30s after the failover", stream)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
