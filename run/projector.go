@@ -410,7 +410,7 @@ func (r *Run) writeOpenSnapshot(st *State) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
-	w := bufio.NewWriterSize(f, 64<<10)
+	w := bufio.NewWriterSize(fsysWriter{f}, 64<<10)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	err = enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))})

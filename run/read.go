@@ -117,6 +117,10 @@ func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
 				c.eof = true
 				break
 			}
+			if err != nil && !errors.Is(err, crew.ErrDamaged) {
+				c.eof = true // an I/O error would repeat: the log covers the rest
+				break
+			}
 			if err != nil {
 				damaged[o.File] = true // the log fallback below covers it
 				continue

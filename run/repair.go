@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
@@ -338,6 +339,9 @@ func (r *Run) rebuild() error {
 		e, err := c.Next()
 		if err == io.EOF {
 			break
+		}
+		if err != nil && !errors.Is(err, crew.ErrDamaged) {
+			return err // an I/O error would repeat forever
 		}
 		if err != nil && e.Seq == 0 {
 			st.Damage = append(st.Damage, err.Error())

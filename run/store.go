@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,11 +39,11 @@ type Run struct {
 	cache   *State      // state as of the last commit by this process
 	cacheFI os.FileInfo // identity of the log the cache was read from
 
-	wmu     sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
-	hmu     sync.Mutex   // guards holds and fl
-	holds   int          // users of the run lock in this process: a commit batch, projection jobs
-	fl      *flock.Flock // the run lock, while holds > 0
-	proj    projector
+	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
+	hmu   sync.Mutex   // guards holds and fl
+	holds int          // users of the run lock in this process: a commit batch, projection jobs
+	fl    *flock.Flock // the run lock, while holds > 0
+	proj  projector
 	// open.jsonl as this process last read or wrote it (openSnapshotState)
 	openSeq, openCount atomic.Int64
 	openKnown          atomic.Bool
@@ -686,30 +687,68 @@ func (r *Run) projectTree(acts []treeAct) error {
 // share out.
 const treeWorkers = 4
 
-// rebuildMailbox rewrites one mailbox file from the log.
+// rebuildMailbox rewrites one mailbox file from the log, streaming: its
+// memory does not grow with the file.
 func (r *Run) rebuildMailbox(file string) error {
 	c, err := events.Read(r.EventsPath(), 0)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	var buf []byte
-	for {
-		e, err := c.Next()
-		if err == io.EOF {
-			break
+	return writeAtomicFunc(r.MailboxPath(file), r.root.Perm.File, func(w io.Writer) error {
+		for {
+			e, err := c.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil && !errors.Is(err, crew.ErrDamaged) {
+				return err // an I/O error would repeat forever
+			}
+			if e.Message == nil || mailbox.FileFor(e.Message) != file {
+				continue
+			}
+			line, err := events.Marshal(e.Message)
+			if err != nil {
+				continue
+			}
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
 		}
-		if e.Message == nil || mailbox.FileFor(e.Message) != file {
-			continue
-		}
-		line, err := events.Marshal(e.Message)
-		if err != nil {
-			continue
-		}
-		buf = append(buf, line...)
-	}
-	return writeAtomic(r.MailboxPath(file), buf, r.root.Perm.File, false)
+	})
 }
+
+// writeAtomicFunc is writeAtomic (without sync) for content written by
+// fill through a buffer, so that it need not be held in memory whole.
+func writeAtomicFunc(path string, perm os.FileMode, fill func(io.Writer) error) error {
+	f, err := fsys.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	w := bufio.NewWriterSize(fsysWriter{f}, 64<<10)
+	err = fill(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, perm)
+	}
+	if err == nil {
+		err = fsys.RenameFile(tmp, path)
+	}
+	return err
+}
+
+// fsysWriter writes through fsys.Write, so that a test's injected fault
+// reaches buffered writes too.
+type fsysWriter struct{ f *os.File }
+
+func (w fsysWriter) Write(b []byte) (int, error) { return fsys.Write(w.f, b) }
 
 // mailTypes maps message kinds to mail-async types (SPEC §5).
 var mailTypes = map[string]string{

@@ -96,7 +96,8 @@ func largeRun(tmp string, c config) (*large, error) {
 			l.tailSince = m.Seq - 1
 		}
 	}
-	if st, err = r.State(); err != nil {
+	r.Sync() // measure a run at rest: every projection written
+	if st, err = r.TaskState(); err != nil {
 		return nil, err
 	}
 	l.events = st.Seq

@@ -49,6 +49,13 @@ type config struct {
 func (c config) runs(part string) bool { return len(c.only) == 0 || c.only[part] }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == peakRSSFlag {
+		if err := peakRSS(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "crewbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c config
 	quick := flag.Bool("quick", false, "small sizes (100,000 events, 10,000 messages, fewer rounds): a quick look, not the figures to publish")
 	flag.StringVar(&c.crew, "crew", "", "crew binary to measure (default: build ./cmd/crew into the temporary directory)")

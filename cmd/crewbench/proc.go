@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -185,15 +186,56 @@ func inboxRSS(tmp string, c config) (rssResult, error) {
 	}); err != nil {
 		return rssResult{}, err
 	}
+	r.Sync() // measure a run at rest: every projection written
 	env := crewEnv(filepath.Join(dir, ".crew"), "rss")
-	cmd, stderr := command(c.crew, env, "inbox", "--task", "m1", "--json")
-	out, err := cmd.StdoutPipe()
+	// The peak is measured by a fresh process of this program (see
+	// peakRSS): a child started straight from this one would report this
+	// process's own peak, which the generation above made large.
+	self, err := os.Executable()
 	if err != nil {
 		return rssResult{}, err
 	}
+	cmd, stderr := command(self, env, append([]string{peakRSSFlag, c.crew}, "inbox", "--task", "m1", "--json")...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return rssResult{}, fmt.Errorf("crew inbox: %v: %s", err, stderr)
+	}
+	var res struct {
+		MaxRSSKiB int64   `json:"maxrss_kib"`
+		Lines     int     `json:"lines"`
+		Ms        float64 `json:"ms"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return rssResult{}, fmt.Errorf("peak memory of crew inbox: %v: %s", err, out.Bytes())
+	}
+	if res.Lines != c.messages {
+		return rssResult{}, fmt.Errorf("crew inbox printed %d messages, want %d", res.Lines, c.messages)
+	}
+	return rssResult{mb: float64(res.MaxRSSKiB) / 1024, ms: res.Ms, messages: res.Lines}, nil
+}
+
+// peakRSSFlag, as crewbench's first argument, makes it run the command
+// that follows, count the lines it prints and print, as JSON, its peak
+// resident set size (getrusage(2) ru_maxrss, KiB on Linux), the lines and
+// its wall time. It is a separate process because Linux carries a
+// parent's peak over to a child it starts with vfork (Go's os/exec does):
+// the child's ru_maxrss is at least its parent's, so the parent must be
+// small.
+const peakRSSFlag = "-peak-rss-of"
+
+// peakRSS is crewbench -peak-rss-of COMMAND [ARG...].
+func peakRSS(args []string) error {
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return rssResult{}, err
+		return err
 	}
 	lines := 0
 	buf := make([]byte, 64<<10)
@@ -205,15 +247,13 @@ func inboxRSS(tmp string, c config) (rssResult, error) {
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		return rssResult{}, fmt.Errorf("crew inbox: %v: %s", err, stderr)
-	}
-	ms := float64(time.Since(start).Microseconds()) / 1000
-	if lines != c.messages {
-		return rssResult{}, fmt.Errorf("crew inbox printed %d messages, want %d", lines, c.messages)
+		return fmt.Errorf("%v: %s", err, stderr.Bytes())
 	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		return rssResult{}, fmt.Errorf("no rusage on this platform")
+		return fmt.Errorf("no rusage on this platform")
 	}
-	return rssResult{mb: float64(ru.Maxrss) / 1024, ms: ms, messages: lines}, nil // Linux: ru_maxrss in KiB
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"maxrss_kib": ru.Maxrss, "lines": lines, "ms": float64(time.Since(start).Microseconds()) / 1000,
+	})
 }
