@@ -20,8 +20,10 @@ build:
 demo: build
 	./scripts/demo.sh $(abspath $(BIN))
 
-test:
+vet:
 	$(GO) vet ./...
+
+test: vet
 	$(GO) test -count=1 ./...
 
 # Every go test -fuzz target, one after another (go test -fuzz takes one
@@ -37,7 +39,7 @@ fuzz:
 		done; \
 	done
 
-# Performance (SPEC §8): the raw limit of this disk and the product, in the
+# Performance (README.md, "Performance"): the raw limit of this disk and the product, in the
 # same run, in a temporary directory (BENCHDIR, default $$TMPDIR); prints a
 # table and, last, one JSON line. BENCHFLAGS=-quick for a short look.
 BENCHDIR   ?=

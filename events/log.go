@@ -71,28 +71,14 @@ type Cursor struct {
 // the whole log), by binary search, so its cost depends on what is read,
 // not on the log's length. A missing file is crew.ErrNotFound.
 func Read(path string, since int64) (*Cursor, error) {
-	f, err := os.Open(path)
+	f, r, err := jsonl.Open(path, since)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no event log %s: %w", path, crew.ErrNotFound)
 		}
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	off, err := jsonl.SeekSeq(f, st.Size(), since)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	var num int64
-	if off == 0 {
-		num = 1
-	}
-	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), want: since + 1, from: since}, nil
+	return &Cursor{path: path, f: f, r: r, want: since + 1, from: since}, nil
 }
 
 // ReadAt opens the log at path with a cursor at byte offset off, where the

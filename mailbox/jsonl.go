@@ -92,28 +92,14 @@ type Cursor struct {
 // Read opens the mailbox file at path after seq since, found by binary
 // search. A missing file reads as empty.
 func Read(path string, since int64) (*Cursor, error) {
-	f, err := os.Open(path)
+	f, r, err := jsonl.Open(path, since)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Cursor{path: path, last: since}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	off, err := jsonl.SeekSeq(f, st.Size(), since)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	var num int64
-	if off == 0 {
-		num = 1
-	}
-	return &Cursor{path: path, f: f, r: jsonl.NewReader(f, off, num), last: since}, nil
+	return &Cursor{path: path, f: f, r: r, last: since}, nil
 }
 
 // Next returns the next message, io.EOF at the end (before a torn last

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -238,16 +237,11 @@ func runWait(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Context
-	if t := c.String("timeout"); t != "" {
-		d, err := duration(t)
-		if err != nil {
-			return err
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
 	}
+	defer cancel()
 	tty, width := false, 0
 	if f, ok := e.stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))

@@ -48,16 +48,11 @@ func watchCommand() *cli.Command {
 			if c.Int("count") < 0 || c.Int64("since") < 0 {
 				return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
 			}
-			ctx := c.Context
-			if t := c.String("timeout"); t != "" {
-				d, err := duration(t)
-				if err != nil {
-					return err
-				}
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, d)
-				defer cancel()
+			ctx, cancel, err := withTimeout(c)
+			if err != nil {
+				return err
 			}
+			defer cancel()
 			st, err := r.TaskState()
 			if err != nil {
 				return err

@@ -281,3 +281,29 @@ func LineBefore(f io.ReaderAt, off int64) (line Line, ok bool, err error) {
 	}
 	return Line{Offset: start, Data: data}, true, nil
 }
+
+// Open opens the file at path for reading and returns a Reader positioned
+// at the first line whose seq is greater than since (SeekSeq), with line
+// numbers when that is the file's start. Errors are os.Open's (a missing
+// file is os.ErrNotExist) or I/O errors; the caller closes the file.
+func Open(path string, since int64) (*os.File, *Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	off, err := SeekSeq(f, st.Size(), since)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	var num int64
+	if off == 0 {
+		num = 1
+	}
+	return f, NewReader(f, off, num), nil
+}
