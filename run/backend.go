@@ -19,6 +19,11 @@ import (
 // validated against. The operations, the reducer (State.apply) and the
 // task state machine are written once, in this package, on top of it.
 //
+// Status: the file store's operations still commit through Run.commit
+// (group commit, projections) directly; remote.go commits an operation
+// through a Backend (optimistic, retried on conflict), which is how the
+// JetStream store will run them once --store is wired into cmd/crew.
+//
 // Two implementations pass the same conformance suite
 // (backend_conformance_test.go): FileBackend, the state root's files,
 // and natsstore.Store, NATS JetStream. Types here are events' only, so a

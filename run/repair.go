@@ -164,7 +164,7 @@ func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	out := bufio.NewWriterSize(fileWriter{tmp}, 1<<20)
+	out := bufio.NewWriterSize(fsysWriter{tmp}, 1<<20)
 	var bad []byte
 	var seq int64
 	emit := func(e *events.Event) error {
@@ -375,9 +375,3 @@ func (r *Run) rebuild() error {
 	}
 	return r.writeSnapshot(st)
 }
-
-// fileWriter writes to a file through the fsys seam, so tests can make the
-// write fail.
-type fileWriter struct{ f *os.File }
-
-func (w fileWriter) Write(b []byte) (int, error) { return fsys.Write(w.f, b) }
