@@ -108,6 +108,16 @@ func (c *Cursor) Next() (Event, error) {
 	for {
 		l, err := c.r.Next()
 		if err == io.EOF {
+			if c.replaced() {
+				// crew repair renamed a new log into place: follow it
+				// from the same seq on.
+				f, r, err := jsonl.Open(c.path, c.want-1)
+				if err == nil {
+					c.f.Close()
+					c.f, c.r = f, r
+					continue
+				}
+			}
 			// Re-arm, so a later Next sees lines appended meanwhile.
 			c.r = jsonl.NewReader(c.f, c.r.Offset(), c.r.Num())
 			return Event{}, io.EOF
@@ -135,6 +145,14 @@ func (c *Cursor) Next() (Event, error) {
 		c.want++
 		return e, nil
 	}
+}
+
+// replaced reports whether the file at the cursor's path is no longer the
+// one it reads (repair writes a new log and renames it over the old one).
+func (c *Cursor) replaced() bool {
+	cur, err1 := os.Stat(c.path)
+	own, err2 := c.f.Stat()
+	return err1 == nil && err2 == nil && !os.SameFile(cur, own)
 }
 
 // Offset is the byte offset where the next event starts.

@@ -487,3 +487,28 @@ func TestAppendRollsBack(t *testing.T) {
 		}
 	}
 }
+
+// A follower (events --follow, watch) must go on with the new log when
+// crew repair renames one over the old: reading the unlinked old file it
+// would never see another event.
+func TestCursorFollowsReplacedLog(t *testing.T) {
+	path := newLog(t, 3)
+	c, err := Read(path, 0)
+	must(t, err)
+	defer c.Close()
+	if seqs, errs := drain(t, c); !equalSeqs(seqs, seqRange(1, 3)) || len(errs) > 0 {
+		t.Fatalf("before: seqs %v, errors %v", seqs, errs)
+	}
+	// The repaired log: the same three events plus two, renamed into place.
+	var b strings.Builder
+	for seq := int64(1); seq <= 5; seq++ {
+		b.WriteString(testLine(t, seq))
+	}
+	tmp := path + ".tmp"
+	must(t, os.WriteFile(tmp, []byte(b.String()), 0o600))
+	must(t, os.Rename(tmp, path))
+	seqs, errs := drain(t, c)
+	if !equalSeqs(seqs, seqRange(4, 5)) || len(errs) > 0 {
+		t.Fatalf("after the log was replaced: seqs %v, errors %v; want 4 and 5", seqs, errs)
+	}
+}

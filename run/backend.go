@@ -7,10 +7,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/gofrs/flock"
-
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/jsonl"
 )
 
 // Backend is the narrow storage interface under a run's log, as
@@ -25,7 +24,7 @@ import (
 // JetStream store will run them once --store is wired into cmd/crew.
 //
 // Two implementations pass the same conformance suite
-// (backend_conformance_test.go): FileBackend, the state root's files,
+// (store/conformance): FileBackend, the state root's files,
 // and natsstore.Store, NATS JetStream. Types here are events' only, so a
 // backend package need not import run.
 type Backend interface {
@@ -100,9 +99,9 @@ func (b FileBackend) Append(ctx context.Context, ev *events.Event, opID string) 
 	if err != nil {
 		return err
 	}
-	fl := flock.New(r.path("run.lock"))
-	if err := fl.Lock(); err != nil {
-		return fmt.Errorf("lock run %s: %w", r.ID(), err)
+	fl, err := r.lock()
+	if err != nil {
+		return err
 	}
 	defer fl.Unlock()
 	w, err := events.OpenWriter(r.EventsPath())
@@ -126,13 +125,19 @@ func (b FileBackend) Head(ctx context.Context, run string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	w, err := events.OpenWriter(r.EventsPath())
+	// Read only, without the lock: a writer's line in progress looks
+	// torn, and only a lock holder may cut it (jsonl.LastLine skips it).
+	f, err := os.Open(r.EventsPath())
 	if err != nil {
 		return 0, err
 	}
-	defer w.Close()
-	last, _, err := w.Last()
-	return last.Seq, err
+	defer f.Close()
+	l, ok, err := jsonl.LastLine(f)
+	if err != nil || !ok {
+		return 0, err
+	}
+	e, err := events.Decode(l.Data)
+	return e.Seq, err
 }
 
 // Read implements Backend with events.Read (binary search to the cursor).

@@ -62,7 +62,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 	if err := crew.ValidateID("agent", spec.Agent); err != nil {
 		return nil, err
 	}
-	if crew.SameID(spec.Agent, r.Manifest.Leader) && id != "leader" {
+	if crew.SameID(spec.Agent, r.Manifest.Leader) && id != "leader" { // (the id "leader" is refused below, with its own reason)
 		return nil, fmt.Errorf("task %s cannot have the leader's name %s as its agent: its mail would land in the leader's mailbox: %w", id, r.Manifest.Leader, crew.ErrInvalid)
 	}
 	if !utf8.ValidString(spec.Title) || !utf8.ValidString(spec.DoneWhen) {
@@ -167,6 +167,9 @@ type SendOptions struct {
 // an unknown task, crew.ErrConflict (a *task.TransitionError for question
 // and response) when the task's state does not allow it.
 func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) {
+	if _, ok := mailTypes[o.Kind]; !ok {
+		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
+	}
 	if o.Priority == "" {
 		o.Priority = "normal"
 	}

@@ -260,7 +260,7 @@ func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []strin
 // state brought up to date under the run lock, instead of loading every
 // open message of the run.
 func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *State) (*events.Event, error) {
-	return r.commitOp(&op{needOpen: seen == nil, side: seen, done: make(chan struct{}), fn: func(st *State) (*events.Event, error) {
+	return r.commitOp(&op{ctx: ctx, needOpen: seen == nil, side: seen, done: make(chan struct{}), fn: func(st *State) (*events.Event, error) {
 		var still []string
 		for _, id := range ids {
 			op := st.Open[id+"@"+participant]

@@ -333,7 +333,6 @@ func (r *Run) rebuild() error {
 		return err
 	}
 	defer c.Close()
-	lines := map[string][]byte{}
 	var acts []treeAct
 	for {
 		e, err := c.Next()
@@ -349,27 +348,22 @@ func (r *Run) rebuild() error {
 		}
 		st.acts = &acts
 		st.apply(&e)
-		if m := e.Message; m != nil {
-			line, err := events.Marshal(m)
-			if err != nil {
-				return err
-			}
-			lines[mailbox.FileFor(m)] = append(lines[mailbox.FileFor(m)], line...)
-		}
 	}
 	st.Offset = c.Offset()
 	if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {
 		return err
 	}
 	for _, file := range mailbox.Files {
-		if err := writeAtomic(r.MailboxPath(file), lines[file], r.root.Perm.File, false); err != nil {
+		if err := r.rebuildMailbox(file); err != nil { // streamed from the log
 			return err
 		}
 	}
 	// Mail-tree copies: delivering again is harmless (same names), and
 	// read flags follow the delivery status.
 	st.acts = nil
-	r.projectTree(acts)
+	if err := r.projectTree(acts); err != nil {
+		return err
+	}
 	if err := r.writeOpenSnapshot(st); err != nil {
 		return err
 	}

@@ -73,6 +73,7 @@ func (r *Run) MailboxPath(name string) string { return r.path("mailbox", name) }
 // batch) and returns the event to append, without seq, time or run; nil
 // means nothing to write.
 type op struct {
+	ctx      context.Context // a cancelled operation is not committed
 	fn       func(*State) (*events.Event, error)
 	needOpen bool   // fn reads State.Open: load the open messages
 	side     *State // when set, fn validates against this state (read by the caller, brought up to date here) instead
@@ -98,12 +99,12 @@ type op struct {
 // behind the log, and the next writer catches them up from the log in step
 // (2).
 func (r *Run) commit(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
-	return r.commitOp(&op{fn: fn, done: make(chan struct{})})
+	return r.commitOp(&op{ctx: ctx, fn: fn, done: make(chan struct{})})
 }
 
 // commitOpen is commit for an fn that reads State.Open.
 func (r *Run) commitOpen(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
-	return r.commitOp(&op{fn: fn, needOpen: true, done: make(chan struct{})})
+	return r.commitOp(&op{ctx: ctx, fn: fn, needOpen: true, done: make(chan struct{})})
 }
 
 // commitOp queues o and returns when its event is durable and, unless the
@@ -220,6 +221,12 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 			}
 			target = o.side
 		}
+		if o.ctx != nil && o.ctx.Err() != nil {
+			// Cancelled (Ctrl-C) while waiting for the lock: the user
+			// was told nothing was done, so nothing is.
+			o.err = o.ctx.Err()
+			continue
+		}
 		ev, err := o.fn(target)
 		if err != nil {
 			o.err = err
@@ -241,10 +248,10 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 			o.err = err
 			continue
 		}
-		n := len(acts)
+		n, seq := len(acts), st.Seq
 		if err := st.apply(ev); err != nil {
 			o.err = err
-			acts = acts[:n]
+			acts, st.Seq = acts[:n], seq // the seq stays free: no gap
 			continue
 		}
 		if o.side != nil && o.side != st {
@@ -366,12 +373,10 @@ func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*State, []*events.E
 			return st, nil, nil, maps.Clone(st.Files), nil
 		}
 	}
-	if last, ok, err := w.Last(); err != nil {
+	if _, ok, err := w.Last(); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("%w; run crew repair %s", err, r.ID())
 	} else if !ok {
 		return nil, nil, nil, nil, fmt.Errorf("run %s has an empty log; run crew repair %s: %w", r.ID(), r.ID(), crew.ErrDamaged)
-	} else {
-		_ = last
 	}
 	var (
 		before    map[string]int64

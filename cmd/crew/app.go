@@ -241,8 +241,8 @@ func (e *env) run() (*run.Run, error) {
 	return root.Latest()
 }
 
-// task returns the task named by --task / CREW_TASK, or by the first
-// positional argument when positional is set.
+// task returns the task named by --task / CREW_TASK; none is
+// crew.ErrInvalid.
 func (e *env) task() (string, error) {
 	id := e.c.String("task")
 	if id == "" {

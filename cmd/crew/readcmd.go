@@ -169,17 +169,13 @@ func (e *env) readMailbox(who string) error {
 	out := bufio.NewWriterSize(e.stdout, 64<<10)
 	e.stdout = out
 	defer out.Flush()
-	seen := map[string]bool{} // with --follow: what earlier passes showed
 	for {
 		n := 0
 		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread")}, func(m *events.Message) error {
-			if w != nil {
-				if seen[m.ID] {
-					return nil
-				}
-				seen[m.ID] = true
-			}
 			n++
+			if m.Seq > since && w != nil {
+				since = m.Seq // with --follow, the next pass starts after what this one showed
+			}
 			return e.emit(m, messageText(m))
 		})
 		if ferr := out.Flush(); err == nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -100,7 +101,7 @@ func watchCommand() *cli.Command {
 				}
 				seen++
 				if cmd := c.String("exec"); cmd != "" {
-					e.execFor(cmd, &m, taskID)
+					e.execFor(ctx, cmd, &m, taskID)
 					continue
 				}
 				if err := e.emit(&m, messageText(&m)); err != nil {
@@ -171,9 +172,12 @@ func (f *watchFilter) match(e *events.Event) (string, bool) {
 // line on its stdin, its ids and the state root (CREW_DIR) in the
 // environment. A failure is reported on
 // stderr and watching goes on.
-func (e *env) execFor(cmd string, m *events.Message, taskID string) {
+func (e *env) execFor(ctx context.Context, cmd string, m *events.Message, taskID string) {
 	line, _ := jsonLine(m)
-	x := exec.Command("sh", "-c", cmd)
+	// Ctrl-C, SIGTERM or --timeout end a CMD that hangs too (sh gets
+	// SIGKILL; WaitDelay bounds waiting for its output).
+	x := exec.CommandContext(ctx, "sh", "-c", cmd)
+	x.WaitDelay = time.Second
 	x.Stdin = bytes.NewReader(line)
 	x.Stdout, x.Stderr = e.stdout, e.stderr
 	x.Env = append(os.Environ(), "CREW_MESSAGE_ID="+m.ID, "CREW_RUN="+m.Run, "CREW_TASK="+taskID, "CREW_KIND="+m.Kind)
