@@ -99,7 +99,7 @@ func (b FileBackend) Append(ctx context.Context, ev *events.Event, opID string) 
 	if err != nil {
 		return err
 	}
-	fl, err := r.lock()
+	fl, err := r.lock(ctx)
 	if err != nil {
 		return err
 	}

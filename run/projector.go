@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"bufio"
 	"encoding/json"
 	"maps"
@@ -282,11 +283,11 @@ func (r *Run) runJobs(jobs []*job) error {
 
 // hold takes the run lock for this process, or counts one more user of
 // the lock it already holds; unhold gives one back, and the last unlocks.
-func (r *Run) hold() error {
+func (r *Run) hold(ctx context.Context) error {
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
 	if r.holds == 0 {
-		fl, err := r.lock()
+		fl, err := r.lock(ctx)
 		if err != nil {
 			return err
 		}
@@ -313,7 +314,7 @@ func (r *Run) exclusive(fn func() error) error {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	r.Sync()
-	if err := r.hold(); err != nil {
+	if err := r.hold(context.Background()); err != nil {
 		return err
 	}
 	defer r.unhold()

@@ -152,16 +152,38 @@ func (r *Run) commitOp(o *op) (*events.Event, error) {
 	return o.ev, o.err
 }
 
-func (r *Run) lock() (*flock.Flock, error) {
+// lock takes the run lock (gofrs/flock on run.lock), waiting until ctx is
+// done. run.lock must be a regular file: flock opens it with O_CREATE, so a
+// link would be followed.
+func (r *Run) lock(ctx context.Context) (*flock.Flock, error) {
 	if fi, err := os.Lstat(r.path("run.lock")); err == nil && !fi.Mode().IsRegular() {
 		// flock opens with O_CREATE: a link would be followed.
 		return nil, fmt.Errorf("lock run %s: %s: %w", r.ID(), r.path("run.lock"), fsys.ErrLink)
 	}
 	fl := flock.New(r.path("run.lock"))
-	if err := fl.Lock(); err != nil {
+	if ok, err := fl.TryLock(); err != nil {
 		return nil, fmt.Errorf("lock run %s: %w", r.ID(), err)
+	} else if ok {
+		return fl, nil
 	}
-	return fl, nil
+	// Another process holds it: wait in flock(2), in a goroutine, so that
+	// ctx (Ctrl-C) can end the wait.
+	got := make(chan error, 1)
+	go func() { got <- fl.Lock() }()
+	select {
+	case err := <-got:
+		if err != nil {
+			return nil, fmt.Errorf("lock run %s: %w", r.ID(), err)
+		}
+		return fl, nil
+	case <-ctx.Done():
+		go func() {
+			if <-got == nil {
+				fl.Unlock() // taken after all: give it back
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // commitBatch validates and appends the batch's events under the run lock
@@ -180,7 +202,11 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		r.proj.mu.Unlock()
 		r.dropCache()
 	}
-	if err := r.hold(); err != nil {
+	ctx := context.Background()
+	if len(batch) == 1 && batch[0].ctx != nil {
+		ctx = batch[0].ctx // one operation (a CLI process): Ctrl-C ends its wait for the lock
+	}
+	if err := r.hold(ctx); err != nil {
 		return nil, err
 	}
 	defer r.unhold()
@@ -294,7 +320,7 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		j.open = copyState(st)
 		r.noteOpenSnapshot(st.Seq, int64(len(st.Open))) // written by the job; not due again meanwhile
 	}
-	r.hold() // the job's: it cannot fail, the lock is held
+	r.hold(context.Background()) // the job's: it cannot fail, the lock is held
 	return j, nil
 }
 
