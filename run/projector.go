@@ -1,8 +1,8 @@
 package run
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"encoding/json"
 	"maps"
 	"os"
