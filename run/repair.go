@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -20,12 +21,13 @@ import (
 // RepairReport says what Repair found and did.
 type RepairReport struct {
 	Run         string   `json:"run"`
-	Events      int64    `json:"events"`               // events in the log after repair
-	Damaged     []string `json:"damaged,omitempty"`    // what was wrong, one entry per place
-	Quarantine  string   `json:"quarantine,omitempty"` // file the damaged bytes were moved to
-	LostSeqs    []int64  `json:"lostSeqs,omitempty"`   // seqs that no readable line holds
-	TornBytes   int64    `json:"tornBytes,omitempty"`  // bytes of an unterminated last line moved aside
-	Rebuilt     bool     `json:"rebuilt"`              // projections rebuilt from the log
+	Events      int64    `json:"events"`                // events in the log after repair
+	Damaged     []string `json:"damaged,omitempty"`     // what was wrong, one entry per place
+	Quarantine  string   `json:"quarantine,omitempty"`  // file the damaged bytes were moved to
+	LostSeqs    []int64  `json:"lostSeqs,omitempty"`    // seqs that no readable line holds
+	TornBytes   int64    `json:"tornBytes,omitempty"`   // bytes of an unterminated last line moved aside
+	Rebuilt     bool     `json:"rebuilt"`               // projections rebuilt from the log
+	TempRemoved int      `json:"tempRemoved,omitempty"` // temporary files left by killed writers, removed
 	RepairedSeq int64    `json:"repairedSeq,omitempty"`
 }
 
@@ -76,7 +78,7 @@ type repairLine struct {
 // temporary file, streaming, so memory does not grow with the log.
 func (r *Run) repair(ctx context.Context) (*RepairReport, error) {
 	defer r.dropCache()
-	rep := &RepairReport{Run: r.ID()}
+	rep := &RepairReport{Run: r.ID(), TempRemoved: r.removeTemps()}
 	f, err := os.Open(r.EventsPath())
 	if errors.Is(err, os.ErrNotExist) {
 		// A lost log: start a new one from the manifest.
@@ -368,4 +370,23 @@ func (r *Run) rebuild() error {
 		return err
 	}
 	return r.writeSnapshot(st)
+}
+
+// removeTemps removes the temporary files that writers killed between
+// creating and renaming them left in the run directory and its mailbox
+// directory (".<name>.tmp-*"). Readers skip them anyway; this only tidies.
+// The caller holds the run lock, so no writer is using one.
+func (r *Run) removeTemps() int {
+	n := 0
+	for _, dir := range []string{r.dir, r.path("mailbox")} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if name := e.Name(); strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-") && e.Type().IsRegular() {
+				if os.Remove(filepath.Join(dir, name)) == nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
