@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -436,31 +435,24 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 				to = Leader
 			case m.To == events.Broadcast:
 				broadcast = true
-				var d broadcastData
-				json.Unmarshal(e.Data, &d)
-				if slices.Contains(d.Recipients, participant) {
+				if slices.Contains(Recipients(&e), participant) {
 					to = participant
 				}
 			default:
 				to = m.To
 			}
 		}
-		if status == "" || broadcast && e.Task != recipientKey(participant) {
-			continue // each recipient of a broadcast closes its own copy
+		if status == "" {
+			continue
 		}
-		for _, x := range e.MessageIDs {
-			if x != id {
+		for _, u := range MessageUpdates(&e) {
+			if u.ID != id || u.Status == events.StatusDelivered {
 				continue
 			}
-			switch e.Type {
-			case events.MessageAcknowledged:
-				status = events.StatusAcknowledged
-			case events.MessageRejected, events.TaskAskTimedOut:
-				status = events.StatusRejected
+			if broadcast && u.Task != recipientKey(participant) {
+				continue // each recipient of a broadcast closes its own copy
 			}
-		}
-		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo == id {
-			status = events.StatusAcknowledged
+			status = u.Status
 		}
 	}
 }
