@@ -1,16 +1,15 @@
 package run
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"maps"
 	"os"
 	"sort"
 	"sync"
 
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
 )
@@ -404,21 +403,15 @@ type openLine struct {
 // reader that needs the open messages reads it and replays the log after
 // it.
 func (r *Run) writeOpenSnapshot(st *State) error {
-	path := r.path("open.jsonl")
-	f, err := fsys.CreateTemp(r.dir, ".open.jsonl.tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	w := bufio.NewWriterSize(fsysWriter{f}, 64<<10)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	err = enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))})
-	if err == nil {
-		err = enc.Encode(copyTasks(st))
-	}
-	if err == nil {
+	err := writeAtomicFunc(r.path("open.jsonl"), r.root.Perm.File, false, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))}); err != nil {
+			return err
+		}
+		if err := enc.Encode(copyTasks(st)); err != nil {
+			return err
+		}
 		keys := make([]string, 0, len(st.Open))
 		for k := range st.Open {
 			keys = append(keys, k)
@@ -431,23 +424,12 @@ func (r *Run) writeOpenSnapshot(st *State) error {
 			return keys[i] < keys[j]
 		})
 		for _, k := range keys {
-			if err = enc.Encode(openLine{Key: k, Open: *st.Open[k]}); err != nil {
-				break
+			if err := enc.Encode(openLine{Key: k, Open: *st.Open[k]}); err != nil {
+				return err
 			}
 		}
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, r.root.Perm.File)
-	}
-	if err == nil {
-		err = fsys.RenameFile(tmp, path)
-	}
+		return nil
+	})
 	if err == nil {
 		r.noteOpenSnapshot(st.Seq, int64(len(st.Open)))
 	}

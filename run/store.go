@@ -508,36 +508,10 @@ func (r *Run) writeSnapshot(st *State) error {
 // renames it over path; with sync, it fsyncs the file before and the
 // directory after.
 func writeAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
-	dir := filepath.Dir(path)
-	f, err := fsys.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
+	return writeAtomicFunc(path, perm, sync, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := fsys.Write(f, data); err != nil {
-		f.Close()
-		return err
-	}
-	if sync {
-		if err := fsys.SyncFile(f); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, perm); err != nil {
-		return err
-	}
-	if err := fsys.RenameFile(tmp, path); err != nil {
-		return err
-	}
-	if sync {
-		return syncDir(dir)
-	}
-	return nil
+	})
 }
 
 // State returns the run's current state, read without the run lock: its
@@ -726,7 +700,7 @@ func (r *Run) rebuildMailbox(file string) error {
 		return err
 	}
 	defer c.Close()
-	return writeAtomicFunc(r.MailboxPath(file), r.root.Perm.File, func(w io.Writer) error {
+	return writeAtomicFunc(r.MailboxPath(file), r.root.Perm.File, false, func(w io.Writer) error {
 		for {
 			e, err := c.Next()
 			if err == io.EOF {
@@ -749,10 +723,11 @@ func (r *Run) rebuildMailbox(file string) error {
 	})
 }
 
-// writeAtomicFunc is writeAtomic (without sync) for content written by
+// writeAtomicFunc is writeAtomic for content written by
 // fill through a buffer, so that it need not be held in memory whole.
-func writeAtomicFunc(path string, perm os.FileMode, fill func(io.Writer) error) error {
-	f, err := fsys.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+func writeAtomicFunc(path string, perm os.FileMode, sync bool, fill func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	f, err := fsys.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
 	if err != nil {
 		return err
 	}
@@ -763,6 +738,9 @@ func writeAtomicFunc(path string, perm os.FileMode, fill func(io.Writer) error) 
 	if err == nil {
 		err = w.Flush()
 	}
+	if err == nil && sync {
+		err = fsys.SyncFile(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -771,6 +749,9 @@ func writeAtomicFunc(path string, perm os.FileMode, fill func(io.Writer) error) 
 	}
 	if err == nil {
 		err = fsys.RenameFile(tmp, path)
+	}
+	if err == nil && sync {
+		err = syncDir(dir)
 	}
 	return err
 }
