@@ -274,8 +274,10 @@ func (r *Run) runJobs(jobs []*job) error {
 	if err := r.writeSnapshot(last.snap); err != nil {
 		return err
 	}
-	if open != nil {
-		r.writeOpenSnapshot(open)
+	if open != nil && r.writeOpenSnapshot(open) != nil {
+		// commitBatch noted it as written; it is not: read the real one's
+		// header next time, so it comes due again.
+		r.openKnown.Store(false)
 	}
 	return nil
 }
