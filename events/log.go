@@ -147,6 +147,40 @@ func (c *Cursor) Next() (Event, error) {
 	}
 }
 
+// StopScan, returned by a Scan callback, ends the scan without an error.
+var StopScan = errors.New("stop scan")
+
+// Scan calls fn with each readable event from the cursor on, in order,
+// until the end of the log or until fn returns an error (StopScan ends it
+// cleanly). A damaged line is handed to damage, when not nil, and skipped;
+// the event just after a seq gap is handed to both. Scan returns fn's error
+// or an I/O error (which, unlike damage, would repeat on every Next).
+func (c *Cursor) Scan(damage func(*DamageError), fn func(*Event) error) error {
+	for {
+		e, err := c.Next()
+		if err == io.EOF {
+			return nil
+		}
+		var de *DamageError
+		if errors.As(err, &de) {
+			if damage != nil {
+				damage(de)
+			}
+			if e.Seq == 0 {
+				continue
+			}
+		} else if err != nil {
+			return err
+		}
+		if err := fn(&e); err != nil {
+			if err == StopScan {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 // replaced reports whether the file at the cursor's path is no longer the
 // one it reads (repair writes a new log and renames it over the old one).
 func (c *Cursor) replaced() bool {
@@ -195,14 +229,29 @@ func (w *Writer) Size() int64 { return w.size }
 
 // Last returns the last event in the log, or ok=false if it is empty. A last
 // line that does not decode is a *DamageError.
-func (w *Writer) Last() (e Event, ok bool, err error) {
-	l, ok, err := jsonl.LastLine(w.f)
+func (w *Writer) Last() (e Event, ok bool, err error) { return last(w.f) }
+
+// Last returns the last complete event of the log at path, or ok=false if
+// it has none. It opens the file read-only and skips a torn last line, so
+// it needs no lock; it reads backwards, so its cost does not depend on the
+// log's length. A last line that does not decode is a *DamageError.
+func Last(path string) (e Event, ok bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Event{}, false, err
+	}
+	defer f.Close()
+	return last(f)
+}
+
+func last(f *os.File) (Event, bool, error) {
+	l, ok, err := jsonl.LastLine(f)
 	if err != nil || !ok {
 		return Event{}, false, err
 	}
-	e, err = Decode(l.Data)
+	e, err := Decode(l.Data)
 	if err != nil {
-		return Event{}, false, &DamageError{File: w.f.Name(), Offset: l.Offset, Len: int64(len(l.Data)) + 1, Reason: "unreadable last event: " + err.Error()}
+		return Event{}, false, &DamageError{File: f.Name(), Offset: l.Offset, Len: int64(len(l.Data)) + 1, Reason: "unreadable last event: " + err.Error()}
 	}
 	return e, true, nil
 }

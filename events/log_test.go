@@ -512,3 +512,36 @@ func TestCursorFollowsReplacedLog(t *testing.T) {
 		t.Fatalf("after the log was replaced: seqs %v, errors %v; want 4 and 5", seqs, errs)
 	}
 }
+
+// Scan hands damage to its callback and goes on, passes the event after a
+// gap to both, stops cleanly on StopScan and returns any other error.
+func TestScan(t *testing.T) {
+	path := writeLog(t, testLine(t, 1)+"{not json\n"+testLine(t, 3)+testLine(t, 5)+testLine(t, 6))
+	scan := func(fn func(*Event) error) (seqs []int64, damage []int64, err error) {
+		c, err := Read(path, 0)
+		must(t, err)
+		defer c.Close()
+		err = c.Scan(func(de *DamageError) { damage = append(damage, de.Seq) }, func(e *Event) error {
+			seqs = append(seqs, e.Seq)
+			return fn(e)
+		})
+		return seqs, damage, err
+	}
+	seqs, damage, err := scan(func(*Event) error { return nil })
+	if err != nil || !equalSeqs(seqs, []int64{1, 3, 5, 6}) || !equalSeqs(damage, []int64{2, 2, 4}) {
+		t.Fatalf("scan: seqs %v, damage at %v, err %v; want 1 3 5 6; damage: the bad line and the gap at 2, the gap at 4", seqs, damage, err)
+	}
+	seqs, _, err = scan(func(e *Event) error {
+		if e.Seq == 3 {
+			return StopScan
+		}
+		return nil
+	})
+	if err != nil || !equalSeqs(seqs, []int64{1, 3}) {
+		t.Fatalf("StopScan: seqs %v, err %v", seqs, err)
+	}
+	boom := errors.New("boom")
+	if _, _, err = scan(func(*Event) error { return boom }); err != boom {
+		t.Fatalf("callback error: got %v", err)
+	}
+}

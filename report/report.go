@@ -13,9 +13,7 @@
 package report
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"time"
@@ -145,28 +143,15 @@ func Load(r *run.Run, o Options) (*Report, error) {
 	defer c.Close()
 	copies := map[string]*Message{} // key: id, or id@task for a broadcast's copy
 	waitingSince := map[string]events.Time{}
-	for {
-		e, err := c.Next()
-		if err == io.EOF {
-			break
-		}
-		var de *events.DamageError
-		if errors.As(err, &de) {
-			rep.Damage = append(rep.Damage, de.Error())
-			if e.Seq == 0 {
-				continue
-			}
-		} else if err != nil {
-			return nil, err
-		}
+	err = c.Scan(func(de *events.DamageError) { rep.Damage = append(rep.Damage, de.Error()) }, func(e *events.Event) error {
 		if e.Seq > st.Seq {
-			break // appended after the state was read
+			return events.StopScan // appended after the state was read
 		}
 		rep.Timings.LastEventAt = e.At
 		if m := e.Message; m != nil {
 			m.Body = cut(m.Body, o.BodyRunes)
 			if m.To == events.Broadcast {
-				for _, to := range run.Recipients(&e) {
+				for _, to := range run.Recipients(e) {
 					cp := *m
 					cp.To = to
 					copies[m.ID+"@"+to] = &cp
@@ -180,7 +165,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 				t.Result = m.Body
 			}
 		}
-		for _, u := range run.MessageUpdates(&e) {
+		for _, u := range run.MessageUpdates(e) {
 			m := copies[u.ID+"@"+u.Task]
 			if m == nil {
 				m = copies[u.ID]
@@ -191,7 +176,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		}
 		t := byID[e.Task]
 		if t == nil || e.To == "" {
-			continue
+			return nil
 		}
 		switch {
 		case e.To == string(task.Waiting) && e.From != string(task.Waiting):
@@ -206,11 +191,15 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		case e.Type == events.TaskRetried:
 			t.Check = nil
 		case task.State(e.To).Terminal():
-			if ch := run.CheckOf(&e); ch != nil {
+			if ch := run.CheckOf(e); ch != nil {
 				t.Check = ch
 			}
 			rep.ends = append(rep.ends, end{Seq: e.Seq, Task: t.ID, Status: task.State(e.To), Reason: cut(e.Reason, o.BodyRunes)})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for id, since := range waitingSince {
 		byID[id].WaitingSeconds += secs(now.Sub(since.Time))

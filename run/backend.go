@@ -9,7 +9,6 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/internal/jsonl"
 )
 
 // Backend is the narrow storage interface under a run's log, as
@@ -126,17 +125,8 @@ func (b FileBackend) Head(ctx context.Context, run string) (int64, error) {
 		return 0, err
 	}
 	// Read only, without the lock: a writer's line in progress looks
-	// torn, and only a lock holder may cut it (jsonl.LastLine skips it).
-	f, err := os.Open(r.EventsPath())
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	l, ok, err := jsonl.LastLine(f)
-	if err != nil || !ok {
-		return 0, err
-	}
-	e, err := events.Decode(l.Data)
+	// torn, and only a lock holder may cut it (events.Last skips it).
+	e, _, err := events.Last(r.EventsPath())
 	return e.Seq, err
 }
 

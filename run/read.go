@@ -420,14 +420,7 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 	}
 	defer c.Close()
 	broadcast := false
-	for {
-		e, err := c.Next()
-		if err == io.EOF {
-			return status, to, nil
-		}
-		if err != nil && !errors.Is(err, crew.ErrDamaged) {
-			return "", "", err // an I/O error would repeat forever
-		}
+	err = c.Scan(nil, func(e *events.Event) error {
 		if m := e.Message; m != nil && m.ID == id {
 			status = events.StatusPending
 			switch {
@@ -435,7 +428,7 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 				to = Leader
 			case m.To == events.Broadcast:
 				broadcast = true
-				if slices.Contains(Recipients(&e), participant) {
+				if slices.Contains(Recipients(e), participant) {
 					to = participant
 				}
 			default:
@@ -443,9 +436,9 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 			}
 		}
 		if status == "" {
-			continue
+			return nil
 		}
-		for _, u := range MessageUpdates(&e) {
+		for _, u := range MessageUpdates(e) {
 			if u.ID != id || u.Status == events.StatusDelivered {
 				continue
 			}
@@ -454,7 +447,9 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 			}
 			status = u.Status
 		}
-	}
+		return nil
+	})
+	return status, to, err
 }
 
 // Pending is what is open for a participant (SPEC §4).
@@ -536,26 +531,20 @@ func (r *Run) answer(questionID, taskID string, since int64) (*events.Message, e
 		return nil, err
 	}
 	defer c.Close()
-	for {
-		e, err := c.Next()
-		if err == io.EOF {
-			return nil, nil
-		}
-		var de *events.DamageError
-		if err != nil && !errors.As(err, &de) {
-			return nil, err
-		}
+	var answer *events.Message
+	err = c.Scan(nil, func(e *events.Event) error {
 		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo == questionID {
 			m := *e.Message
-			return &m, nil
+			answer = &m
+			return events.StopScan
 		}
 		if e.Task == taskID && e.From == string(task.Waiting) && task.State(e.To).Terminal() {
-			return nil, fmt.Errorf("question %s will not be answered: task %s is %s: %w", questionID, taskID, e.To, crew.ErrConflict)
+			return fmt.Errorf("question %s will not be answered: task %s is %s: %w", questionID, taskID, e.To, crew.ErrConflict)
 		}
-		for _, id := range e.MessageIDs {
-			if id == questionID && e.Type == events.TaskAskTimedOut {
-				return nil, fmt.Errorf("question %s timed out unanswered at %s: %w", questionID, e.At, crew.ErrTimeout)
-			}
+		if e.Type == events.TaskAskTimedOut && slices.Contains(e.MessageIDs, questionID) {
+			return fmt.Errorf("question %s timed out unanswered at %s: %w", questionID, e.At, crew.ErrTimeout)
 		}
-	}
+		return nil
+	})
+	return answer, err
 }

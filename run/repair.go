@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
@@ -336,20 +335,13 @@ func (r *Run) rebuild() error {
 	}
 	defer c.Close()
 	var acts []treeAct
-	for {
-		e, err := c.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil && !errors.Is(err, crew.ErrDamaged) {
-			return err // an I/O error would repeat forever
-		}
-		if err != nil && e.Seq == 0 {
-			st.Damage = append(st.Damage, err.Error())
-			continue
-		}
+	err = c.Scan(func(de *events.DamageError) { st.Damage = append(st.Damage, de.Error()) }, func(e *events.Event) error {
 		st.acts = &acts
-		st.apply(&e)
+		st.apply(e)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	st.Offset = c.Offset()
 	if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {

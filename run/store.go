@@ -701,25 +701,17 @@ func (r *Run) rebuildMailbox(file string) error {
 	}
 	defer c.Close()
 	return writeAtomicFunc(r.MailboxPath(file), r.root.Perm.File, false, func(w io.Writer) error {
-		for {
-			e, err := c.Next()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil && !errors.Is(err, crew.ErrDamaged) {
-				return err // an I/O error would repeat forever
-			}
+		return c.Scan(nil, func(e *events.Event) error {
 			if e.Message == nil || mailbox.FileFor(e.Message) != file {
-				continue
+				return nil
 			}
 			line, err := events.Marshal(e.Message)
 			if err != nil {
-				continue
+				return nil
 			}
-			if _, err := w.Write(line); err != nil {
-				return err
-			}
-		}
+			_, err = w.Write(line)
+			return err
+		})
 	})
 }
 

@@ -51,18 +51,18 @@ func (r *Run) FindMessage(id string) (*events.Message, error) {
 		return nil, err
 	}
 	defer c.Close()
-	for {
-		e, err := c.Next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
-		}
-		if err != nil && !errors.Is(err, crew.ErrDamaged) {
-			return nil, err
-		}
+	var found *events.Message
+	err = c.Scan(nil, func(e *events.Event) error {
 		if e.Message != nil && e.Message.ID == id {
-			return e.Message, nil
+			found = e.Message
+			return events.StopScan
 		}
+		return nil
+	})
+	if err == nil && found == nil {
+		err = fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
 	}
+	return found, err
 }
 
 // Await blocks until the question is answered and returns the response.
