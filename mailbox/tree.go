@@ -15,8 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/fsys"
 )
@@ -179,19 +177,24 @@ func (m Mail) Marshal() ([]byte, error) {
 	if y := m.Timestamp.UTC().Year(); y < 0 || y > 9999 {
 		return nil, fmt.Errorf("mail timestamp %s is outside years 0000-9999: %w", m.Timestamp, crew.ErrInvalid)
 	}
-	obj := map[string]any{
-		"from": m.From, "to": m.To, "type": m.Type, "subject": m.Subject,
-		"body": m.Body, "priority": m.Priority, "read": m.Read,
-		"timestamp": m.Timestamp.UTC().Format(treeTimeLayout),
-	}
-	for key, v := range map[string]string{"id": m.ID, "run": m.Run, "task": m.Task, "kind": m.Kind} {
-		if v != "" {
-			obj[key] = v
+	f := mailFile{Body: m.Body, From: m.From, ID: m.ID, Kind: m.Kind, Priority: m.Priority, Read: m.Read, Run: m.Run,
+		Subject: m.Subject, Task: m.Task, Timestamp: m.Timestamp.UTC().Format(treeTimeLayout), To: m.To, Type: m.Type}
+	for _, kv := range [...][2]string{{"body", f.Body}, {"from", f.From}, {"id", f.ID}, {"kind", f.Kind}, {"priority", f.Priority},
+		{"run", f.Run}, {"subject", f.Subject}, {"task", f.Task}, {"to", f.To}, {"type", f.Type}} {
+		if !utf8.ValidString(kv[1]) {
+			return nil, fmt.Errorf("mail %q is not valid UTF-8: %w", kv[0], crew.ErrInvalid)
 		}
 	}
-	for key, v := range obj {
-		if s, ok := v.(string); ok && !utf8.ValidString(s) {
-			return nil, fmt.Errorf("mail %q is not valid UTF-8: %w", key, crew.ErrInvalid)
+	if len(m.Extra) == 0 {
+		return treeEncode(f)
+	}
+	obj := map[string]any{
+		"from": f.From, "to": f.To, "type": f.Type, "subject": f.Subject,
+		"body": f.Body, "priority": f.Priority, "read": f.Read, "timestamp": f.Timestamp,
+	}
+	for key, v := range map[string]string{"id": f.ID, "run": f.Run, "task": f.Task, "kind": f.Kind} {
+		if v != "" {
+			obj[key] = v
 		}
 	}
 	for key, raw := range m.Extra {
@@ -208,9 +211,27 @@ func (m Mail) Marshal() ([]byte, error) {
 	return treeEncode(obj)
 }
 
-// treeEncode writes obj as compact JSON with sorted keys and a trailing
-// newline, without HTML escaping.
-func treeEncode[V any](obj map[string]V) ([]byte, error) {
+// mailFile is a mail file without extra keys, its fields in the sorted
+// order of their keys: encoding/json writes a struct's fields in the order
+// they are declared, so Marshal needs no map and no sort for it.
+type mailFile struct {
+	Body      string `json:"body"`
+	From      string `json:"from"`
+	ID        string `json:"id,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Priority  string `json:"priority"`
+	Read      bool   `json:"read"`
+	Run       string `json:"run,omitempty"`
+	Subject   string `json:"subject"`
+	Task      string `json:"task,omitempty"`
+	Timestamp string `json:"timestamp"`
+	To        string `json:"to"`
+	Type      string `json:"type"`
+}
+
+// treeEncode writes obj (a map, whose keys encoding/json sorts, or a
+// mailFile) as compact JSON and a trailing newline, without HTML escaping.
+func treeEncode(obj any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -458,53 +479,12 @@ func (t Tree) Deliver(agent string, m Mail, sync bool) (name string, err error) 
 	if err := crew.ValidateID("agent", agent); err != nil {
 		return "", err
 	}
-	if m.Priority == "" {
-		m.Priority = "normal"
-	}
-	if err := treeCheck(m); err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", agent, err)
-	}
-	data, err := m.Marshal()
-	if err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", agent, err)
-	}
-	name = Name(m)
-	r, err := t.openAgent(agent, true)
+	d, err := t.openDir(agent, true)
 	if err != nil {
 		return "", err
 	}
-	defer r.Close()
-
-	// Delivered before and archived since: delivering it again would show
-	// an archived message as new.
-	archived := filepath.Join(ArchiveDir, name)
-	if id, err := treeFileID(r, archived); err == nil && id == m.ID {
-		return name, treeSyncExisting(r, archived, sync)
-	}
-
-	tmp := treeTempPrefix + uuid.NewString()
-	if err := treeWriteTemp(r, tmp, data, t.perm().File, sync); err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", agent, err)
-	}
-	err = treeLink(r, tmp, name)
-	r.Remove(tmp) // after a link, the final name keeps the file; after a rename fallback, tmp is gone already
-	if errors.Is(err, fs.ErrExist) {
-		id, rerr := treeFileID(r, name)
-		if rerr == nil && id == m.ID {
-			return name, treeSyncExisting(r, name, sync)
-		}
-		return "", fmt.Errorf("deliver to %s: %s exists and holds another message: %w", agent, filepath.Join(t.Dir(agent), name), crew.ErrConflict)
-	}
-	if err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", agent, err)
-	}
-	if sync {
-		if err := treeSyncDir(r, "."); err != nil {
-			r.Remove(name) // not durable, so not delivered: a failure leaves nothing (SPEC §7.5)
-			return "", fmt.Errorf("deliver to %s: %w", agent, err)
-		}
-	}
-	return name, nil
+	defer d.Close()
+	return d.Deliver(m, sync)
 }
 
 // treeCheck checks what Deliver needs of m beyond Marshal.
@@ -553,33 +533,6 @@ func treeSyncExisting(r *os.Root, rel string, sync bool) error {
 	}
 	if err == nil {
 		err = treeSyncDir(r, filepath.Dir(rel))
-	}
-	return err
-}
-
-// treeWriteTemp creates the new file rel in r (never an existing one, never
-// through a link), writes data, sets mode perm exactly (whatever the umask)
-// and fsync(2)s it if sync. On any error the file is removed.
-func treeWriteTemp(r *os.Root, rel string, data []byte, perm os.FileMode, sync bool) error {
-	if err := fsys.Check(fsys.OpCreate, filepath.Join(r.Name(), rel)); err != nil {
-		return err
-	}
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	_, err = fsys.Write(f, data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil && sync {
-		err = fsys.SyncFile(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		r.Remove(rel)
 	}
 	return err
 }
@@ -857,48 +810,12 @@ func (t Tree) find(r *os.Root, agent, id string) (treeFile, error) {
 // errors are Find's, that one, and I/O errors (after removing its temp
 // file).
 func (t Tree) SetRead(agent, id string, read bool, sync bool) error {
-	r, err := t.openAgent(agent, false)
+	d, err := t.openDir(agent, false)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	for range 3 {
-		f, err := t.find(r, agent, id)
-		if err != nil {
-			return err
-		}
-		if f.Mail.Read == read {
-			return nil
-		}
-		data, err := treeSetReadBytes(f.data, read)
-		if err != nil {
-			return fmt.Errorf("mark %s: %w", f.Path, err)
-		}
-		dir := filepath.Dir(f.rel)
-		tmp := filepath.Join(dir, treeTempPrefix+uuid.NewString())
-		if err := treeWriteTemp(r, tmp, data, t.perm().File, sync); err != nil {
-			return fmt.Errorf("mark %s: %w", f.Path, err)
-		}
-		if fi, err := r.Lstat(f.rel); err != nil || !os.SameFile(fi, f.info) {
-			r.Remove(tmp)
-			continue
-		}
-		if err := fsys.Check(fsys.OpRename, f.Path); err != nil {
-			r.Remove(tmp)
-			return fmt.Errorf("mark %s: %w", f.Path, err)
-		}
-		if err := r.Rename(tmp, f.rel); err != nil {
-			r.Remove(tmp)
-			return fmt.Errorf("mark %s: %w", f.Path, err)
-		}
-		if sync {
-			if err := treeSyncDir(r, dir); err != nil {
-				return fmt.Errorf("mark %s: %w", f.Path, err)
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("mark message %s of agent %s: the file kept changing while it was rewritten: %w", id, agent, crew.ErrConflict)
+	defer d.Close()
+	return d.SetRead(id, read, sync)
 }
 
 // treeSetReadBytes returns data (a mail file) with "read" set to read. When

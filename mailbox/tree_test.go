@@ -223,6 +223,18 @@ func TestMarshal(t *testing.T) {
 		t.Errorf("Parse(Marshal(m)) = %+v, want %+v", got, m)
 	}
 
+	// Without extra keys (every copy crew writes) the same bytes, less
+	// the extra keys' own.
+	m.Extra = nil
+	plain, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPlain := bytes.Replace(bytes.Replace(data, []byte(`"aaa":"first",`), nil, 1), []byte(`"thread":{"b":1,"a":[true,null]},`), nil, 1)
+	if !bytes.Equal(plain, wantPlain) {
+		t.Errorf("Marshal without extra keys = %s, want %s", plain, wantPlain)
+	}
+
 	// A mail of another tool has no run keys, and gets none.
 	m = Mail{From: "mayor", To: "bob", Type: "coordination", Timestamp: testTime, Priority: "low"}
 	data, err = m.Marshal()

@@ -142,6 +142,9 @@ func (r *Run) Sync() {
 		p.cond.Wait()
 	}
 	p.mu.Unlock()
+	r.hmu.Lock()
+	r.flushSnapshot() // pending only while the lock is held; a failure leaves tasks.json behind, which readers replay
+	r.hmu.Unlock()
 }
 
 // enqueue hands a job to the projector, which already holds a run-lock
@@ -271,7 +274,7 @@ func (r *Run) runJobs(jobs []*job) error {
 	if err := r.project(acts, evs, last.snap.Files, jobs[0].before); ioFailure(err) {
 		return err
 	}
-	if err := r.writeSnapshot(last.snap); err != nil {
+	if err := r.checkpoint(last.snap); err != nil {
 		return err
 	}
 	if open != nil && r.writeOpenSnapshot(open) != nil {
@@ -293,6 +296,7 @@ func (r *Run) hold(ctx context.Context) error {
 			return err
 		}
 		r.fl = fl
+		r.held.forget() // another process may have written since this one let go
 	}
 	r.holds++
 	return nil
@@ -301,11 +305,101 @@ func (r *Run) hold(ctx context.Context) error {
 func (r *Run) unhold() {
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
+	if r.holds == 1 {
+		// The lock is let go: tasks.json catches up first, so that the
+		// next process to take it finds it current (and need not replay
+		// and project again what this one did).
+		r.flushSnapshot()
+	}
 	r.holds--
 	if r.holds == 0 {
+		r.held.forget()
 		r.fl.Unlock()
 		r.fl = nil
 	}
+}
+
+// A lockEpoch is what a process knows of a run's files while it holds the
+// run lock without letting go: no other process writes them meanwhile,
+// so what it wrote itself is still what they hold. It is forgotten when
+// the lock is let go (or a write fails, or repair rewrites the files).
+type lockEpoch struct {
+	// files is where each mailbox file ends (State.Files as last
+	// projected), or nil when unknown.
+	files map[string]int64
+	// snapSeq is the seq of the state in tasks.json, when this process
+	// wrote it (0: unknown); pending is a later state, written when it
+	// is due, at Sync, or before the lock is let go.
+	snapSeq int64
+	pending *State
+	// dirs are the agents' mail directories opened by projections.
+	dirs map[string]*mailbox.AgentDir
+}
+
+// forget closes what e holds open and empties it.
+func (e *lockEpoch) forget() {
+	for _, d := range e.dirs {
+		d.Close()
+	}
+	*e = lockEpoch{}
+}
+
+// snapshotEvery is how many events tasks.json may fall behind the log
+// while a process keeps the run lock through a burst of commits: a reader
+// replays at most that many events after it. A process that lets the
+// lock go, or Syncs, writes it first.
+const snapshotEvery = 128
+
+// checkpoint writes st (the state after a projection job) to tasks.json
+// when it is due, and otherwise keeps it to write later (lockEpoch).
+func (r *Run) checkpoint(st *State) error {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.held.snapSeq > 0 && st.Seq-r.held.snapSeq < snapshotEvery {
+		r.held.pending = st
+		return nil
+	}
+	r.held.pending = st
+	return r.flushSnapshot()
+}
+
+// flushSnapshot writes the pending state, if any, to tasks.json. The
+// caller holds hmu and the run lock.
+func (r *Run) flushSnapshot() error {
+	st := r.held.pending
+	if st == nil {
+		return nil
+	}
+	r.held.pending = nil
+	if err := r.writeSnapshot(st); err != nil {
+		r.held.snapSeq = 0
+		return err
+	}
+	r.held.snapSeq = st.Seq
+	return nil
+}
+
+// forgetFiles drops what this process knows of the run's files (see
+// lockEpoch), after a write that failed or a repair: they are read again.
+func (r *Run) forgetFiles() {
+	r.hmu.Lock()
+	r.held.files = nil
+	r.hmu.Unlock()
+}
+
+// knownFiles returns where the mailbox files end, as this process last
+// projected them while holding the lock, or nil when it does not know.
+func (r *Run) knownFiles() map[string]int64 {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.held.files
+}
+
+// noteFiles records where the mailbox files end after a projection.
+func (r *Run) noteFiles(files map[string]int64) {
+	r.hmu.Lock()
+	r.held.files = maps.Clone(files)
+	r.hmu.Unlock()
 }
 
 // exclusive runs fn as the only writer of the run, in this process and
@@ -319,6 +413,11 @@ func (r *Run) exclusive(fn func() error) error {
 		return err
 	}
 	defer r.unhold()
+	defer func() {
+		r.hmu.Lock()
+		r.held.forget() // fn rewrote files this process knew
+		r.hmu.Unlock()
+	}()
 	return fn()
 }
 

@@ -253,3 +253,25 @@ func TestEachInbox(t *testing.T) {
 }
 
 func last(evs []events.Event) events.Event { return evs[len(evs)-1] }
+
+// TestOpenSnapshotWrittenWhenDue: the commit that finds open.jsonl due
+// writes it, even while the open messages pile up (a regression: the rule
+// that loads them and the rule that writes them used different counts, so
+// every commit in between loaded every open message and wrote nothing).
+func TestOpenSnapshotWrittenWhenDue(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", TaskSpec{}, "leader")
+	must(t, err)
+	var seq int64
+	for seq < 130 { // no open.jsonl yet: due from seq 128 on
+		m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "steer"})
+		must(t, err)
+		seq = m.Seq
+	}
+	r = reopen(t, r)
+	since, count := r.openSnapshotState()
+	if since < 128 || count < 120 {
+		t.Fatalf("open.jsonl after %d events, over 120 of them open messages: seq %d, %d open; want it written at seq 128 or later", seq, since, count)
+	}
+}

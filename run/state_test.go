@@ -254,7 +254,7 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	must(t, os.Remove(snapshotPath(r)))
 	fresh, err = r2.State()
 	must(t, err)
-	if got := stateJSON(t, fresh) + "\n"; string(data) != got {
+	if got := string(sealJSON([]byte(stateJSON(t, fresh)))); string(data) != got {
 		t.Errorf("tasks.json written by the next write\n%s\nwant\n%s", data, got)
 	}
 }

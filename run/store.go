@@ -40,9 +40,10 @@ type Run struct {
 	cacheFI os.FileInfo // identity of the log the cache was read from
 
 	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
-	hmu   sync.Mutex   // guards holds and fl
+	hmu   sync.Mutex   // guards holds, fl and held
 	holds int          // users of the run lock in this process: a commit batch, projection jobs
 	fl    *flock.Flock // the run lock, while holds > 0
+	held  lockEpoch    // what this process knows of the run's files while it holds the lock
 	proj  projector
 	// open.jsonl as this process last read or wrote it (openSnapshotState)
 	openSeq, openCount atomic.Int64
@@ -316,7 +317,9 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		return nil, nil
 	}
 	j := &job{evs: caughtUp, acts: acts, before: before, snap: copyTasks(st), done: make(chan struct{})}
-	if since, _ := r.openSnapshotState(); st.Open != nil && !st.onlySet && openDue(st.Seq, since, int64(len(st.Open))) {
+	// The same rule as above (the count open.jsonl was written with), so
+	// that open messages loaded because it was due are written out.
+	if since, count := r.openSnapshotState(); st.Open != nil && !st.onlySet && openDue(st.Seq, since, count) {
 		j.open = copyState(st)
 		r.noteOpenSnapshot(st.Seq, int64(len(st.Open))) // written by the job; not due again meanwhile
 	}
@@ -483,25 +486,37 @@ func (r *Run) replay(st *State, size int64, from int64, acts *[]treeAct) ([]*eve
 func (r *Run) readSnapshot() *State {
 	empty := newState()
 	empty.Open = nil
-	data, err := os.ReadFile(r.path("tasks.json"))
-	if err != nil {
-		return empty
+	for range 3 { // a snapshot read while it was rewritten is read again
+		data, err := os.ReadFile(r.path("tasks.json"))
+		if err != nil {
+			return empty
+		}
+		obj, whole := openJSON(data)
+		if !whole {
+			continue
+		}
+		st := &State{}
+		if json.Unmarshal(obj, st) != nil || !r.matchesLog(st) {
+			return empty
+		}
+		return st
 	}
-	st := &State{}
-	if json.Unmarshal(data, st) != nil || !r.matchesLog(st) {
-		return empty
-	}
-	return st
+	return empty
 }
 
-// writeSnapshot replaces tasks.json atomically (temp file, rename). It is a
-// projection, so it is not fsynced: a lost snapshot is rebuilt from the log.
+// writeSnapshot replaces tasks.json atomically, keeping inodes
+// (rewriteKeepingInodes: it is rewritten after every burst of commits),
+// sealed with its checksum (sealJSON). It is a projection, so it is not
+// fsynced: a lost snapshot is rebuilt from the log.
 func (r *Run) writeSnapshot(st *State) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(r.path("tasks.json"), append(data, '\n'), r.root.Perm.File, false)
+	return rewriteKeepingInodes(r.path("tasks.json"), r.root.Perm.File, func(w io.Writer) error {
+		_, err := w.Write(sealJSON(data))
+		return err
+	})
 }
 
 // writeAtomic writes data to a hidden temporary file beside path and
@@ -595,15 +610,23 @@ func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[str
 			lines[mailbox.FileFor(m)] = append(lines[mailbox.FileFor(m)], *m)
 		}
 	}
-	errs := []error{r.projectTree(acts)}
-	if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {
-		return errors.Join(append(errs, err)...) // e.g. a symbolic link: not written through
+	treeErr := r.projectTree(acts)
+	known := r.knownFiles() // nil unless this process projected last, keeping the lock since
+	if known == nil {
+		if err := mkdir(r.path("mailbox"), r.root.Perm); err != nil {
+			return errors.Join(treeErr, err) // e.g. a symbolic link: not written through
+		}
 	}
+	var errs []error
 	for _, file := range mailbox.Files {
 		key := strings.TrimSuffix(file, ".jsonl")
 		want := files[key]
-		have, err := mailbox.LastSeq(r.MailboxPath(file))
-		_, serr := os.Lstat(r.MailboxPath(file))
+		have, ok := known[key]
+		var err, serr error
+		if !ok && known == nil {
+			have, err = mailbox.LastSeq(r.MailboxPath(file))
+			_, serr = os.Lstat(r.MailboxPath(file))
+		}
 		switch {
 		case err == nil && serr == nil && have == want:
 			// up to date
@@ -619,7 +642,12 @@ func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[str
 			errs = append(errs, r.rebuildMailbox(file))
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		r.forgetFiles()
+		return errors.Join(treeErr, err)
+	}
+	r.noteFiles(files)
+	return treeErr
 }
 
 // projectTree does what events asked of the mail tree (State.acts):
@@ -653,17 +681,23 @@ func (r *Run) projectTree(acts []treeAct) error {
 	}
 	errs := make([]error, len(agents))
 	do := func(k int) {
+		agent := agents[k]
+		d, err := r.mailDir(tree, agent)
+		if err != nil {
+			errs[k] = err
+			return
+		}
 		var es []error
-		for _, a := range byAgent[agents[k]] {
+		for _, a := range byAgent[agent] {
 			if a.deliver != nil {
-				es = append(es, r.deliverCopy(tree, a.agent, a.deliver, a.read))
+				es = append(es, deliverCopy(d, a.deliver, a.read, a.fresh))
 				continue
 			}
 			for k, id := range a.ids {
 				if _, ok := fresh[a.agent+"/"+id]; ok {
 					continue // delivered read
 				}
-				es = append(es, tree.SetRead(a.agent, a.copyName(k), true, false))
+				es = append(es, d.SetRead(a.copyName(k), true, false))
 			}
 		}
 		errs[k] = errors.Join(es...)
@@ -765,19 +799,51 @@ var mailTypes = map[string]string{
 	events.KindMessage:  "coordination",
 }
 
-// deliverCopy delivers the mail-tree copy of a run message. It is a
-// projection of the fsynced log, so it is not fsynced itself (SPEC §5); a
-// copy lost in a crash is delivered again, under the same name.
-func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message, read bool) error {
+// mailDir returns agent's mail directory, open: the one this process
+// opened earlier while it holds the run lock (lockEpoch), or newly
+// opened, the mailbox created if it has none, since a run message is
+// delivered to every recipient. Different agents' directories may be used
+// at once; one agent's by one goroutine at a time.
+func (r *Run) mailDir(tree mailbox.Tree, agent string) (*mailbox.AgentDir, error) {
+	r.hmu.Lock()
+	d := r.held.dirs[agent]
+	r.hmu.Unlock()
+	if d != nil {
+		return d, nil
+	}
 	if !tree.Exists(agent) {
 		if err := tree.Create(agent); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	d, err := tree.OpenAgent(agent)
+	if err != nil {
+		return nil, err
+	}
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.held.dirs == nil {
+		r.held.dirs = map[string]*mailbox.AgentDir{}
+	}
+	r.held.dirs[agent] = d
+	return d, nil
+}
+
+// deliverCopy delivers the mail-tree copy of a run message into d. It is
+// a projection of the fsynced log, so it is not fsynced itself (SPEC §5);
+// a copy lost in a crash is delivered again, under the same name. A fresh
+// message (committed by this projection's batch) has no copy anywhere yet.
+func deliverCopy(d *mailbox.AgentDir, m *events.Message, read, fresh bool) error {
 	subject := fmt.Sprintf("%s from %s (run %s, task %s)", m.Kind, m.From, m.Run, m.Task)
-	_, err := tree.Deliver(agent, mailbox.Mail{
-		ID: m.ID, From: m.From, To: agent, Type: mailTypes[m.Kind], Subject: subject, Body: m.Body,
+	mail := mailbox.Mail{
+		ID: m.ID, From: m.From, To: d.Agent(), Type: mailTypes[m.Kind], Subject: subject, Body: m.Body,
 		Timestamp: m.SentAt.Time, Priority: m.Priority, Run: m.Run, Task: m.Task, Kind: m.Kind, Read: read,
-	}, false)
+	}
+	var err error
+	if fresh {
+		_, err = d.DeliverNew(mail)
+	} else {
+		_, err = d.Deliver(mail, false)
+	}
 	return err
 }

@@ -1,0 +1,234 @@
+package mailbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/fsys"
+)
+
+// An AgentDir is one agent's mail directory, held open so that many
+// deliveries and read flags in a row pay once for opening it and checking
+// that it is a real directory, not a symbolic link (the role of
+// emersion/go-maildir's Dir). Tree.Deliver and Tree.SetRead open one for a
+// single call; a projection that writes a batch of copies opens one per
+// agent. Its methods are not safe for concurrent use; Close it.
+type AgentDir struct {
+	t     Tree
+	agent string
+	r     *os.Root // every path operation stays inside the directory
+	dir   *os.File // the directory itself, for openat(2) (writeTemp)
+}
+
+// OpenAgent opens agent's mail directory. It refuses an invalid id
+// (crew.ErrInvalid), a missing mailbox (crew.ErrNotFound) and a directory
+// that is a symbolic link.
+func (t Tree) OpenAgent(agent string) (*AgentDir, error) { return t.openDir(agent, false) }
+
+// openDir is OpenAgent; forDelivery names --create-recipient in the
+// message for a missing mailbox.
+func (t Tree) openDir(agent string, forDelivery bool) (*AgentDir, error) {
+	r, err := t.openAgent(agent, forDelivery)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := r.Open(".")
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open mailbox for agent %s: %w", agent, err)
+	}
+	return &AgentDir{t: t, agent: agent, r: r, dir: dir}, nil
+}
+
+// Close closes the directory.
+func (d *AgentDir) Close() error {
+	return errors.Join(d.dir.Close(), d.r.Close())
+}
+
+// Agent returns the agent whose directory d is.
+func (d *AgentDir) Agent() string { return d.agent }
+
+// path returns the path of rel in the directory, for messages.
+func (d *AgentDir) path(rel string) string { return filepath.Join(d.t.Dir(d.agent), rel) }
+
+// Deliver is Tree.Deliver into d: it writes m as the file Name(m) and
+// returns that name, with Tree.Deliver's rules and errors.
+func (d *AgentDir) Deliver(m Mail, sync bool) (name string, err error) {
+	return d.deliver(m, sync, false)
+}
+
+// DeliverNew is Deliver, without fsync (a projection's copy), of a
+// message that cannot have been delivered to d before, such as a run
+// message committed since the caller last looked: it does not look in
+// archive/ for an earlier copy. A name already taken is still refused,
+// never overwritten.
+func (d *AgentDir) DeliverNew(m Mail) (name string, err error) {
+	return d.deliver(m, false, true)
+}
+
+func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
+	if m.Priority == "" {
+		m.Priority = "normal"
+	}
+	if err := treeCheck(m); err != nil {
+		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+	}
+	name = Name(m)
+
+	// Delivered before and archived since: delivering it again would show
+	// an archived message as new.
+	if !fresh {
+		archived := filepath.Join(ArchiveDir, name)
+		if id, err := treeFileID(d.r, archived); err == nil && id == m.ID {
+			return name, treeSyncExisting(d.r, archived, sync)
+		}
+	}
+	err = d.create(name, data, sync)
+	if errors.Is(err, fs.ErrExist) {
+		id, rerr := treeFileID(d.r, name)
+		if rerr == nil && id == m.ID {
+			return name, treeSyncExisting(d.r, name, sync)
+		}
+		return "", fmt.Errorf("deliver to %s: %s exists and holds another message: %w", d.agent, d.path(name), crew.ErrConflict)
+	}
+	if err != nil {
+		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+	}
+	return name, nil
+}
+
+// SetRead is Tree.SetRead in d: it sets the read flag of the message id
+// (a message id or file name; see Tree.Find) to read, with Tree.SetRead's
+// rules and errors.
+func (d *AgentDir) SetRead(id string, read bool, sync bool) error {
+	for range 3 {
+		f, err := d.t.find(d.r, d.agent, id)
+		if err != nil {
+			return err
+		}
+		if f.Mail.Read == read {
+			return nil
+		}
+		data, err := treeSetReadBytes(f.data, read)
+		if err != nil {
+			return fmt.Errorf("mark %s: %w", f.Path, err)
+		}
+		err = d.replace(f.rel, data, f.info, sync)
+		if errors.Is(err, errChanged) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mark %s: %w", f.Path, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("mark message %s of agent %s: the file kept changing while it was rewritten: %w", id, d.agent, crew.ErrConflict)
+}
+
+// errChanged is replace's report that the file it was to replace is no
+// longer the one read.
+var errChanged = errors.New("changed while it was rewritten")
+
+// tempName returns a new name for a temporary file in the directory of
+// rel: hidden, so readers skip it.
+func tempName(rel string) string {
+	return filepath.Join(filepath.Dir(rel), treeTempPrefix+uuid.NewString())
+}
+
+// writeTemp creates the new file rel in d (never an existing one, never
+// through a link), writes data, sets mode t.Perm.File exactly (whatever
+// the umask) and fsync(2)s it if sync. On any error the file is removed.
+func (d *AgentDir) writeTemp(rel string, data []byte, sync bool) error {
+	if err := fsys.Check(fsys.OpCreate, d.path(rel)); err != nil {
+		return err
+	}
+	perm := d.t.perm().File
+	f, err := d.createExcl(rel, perm)
+	if err != nil {
+		return err
+	}
+	_, err = fsys.Write(f, data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil && sync {
+		err = fsys.SyncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		d.r.Remove(rel)
+	}
+	return err
+}
+
+// create gives data the new name name in d, whole or not at all, and
+// never over an existing file (Maildir's delivery,
+// https://cr.yp.to/proto/maildir.html): a hidden temp file, written (and
+// fsync(2)ed if sync) and given mode t.Perm.File exactly, is link(2)ed to
+// name and removed; with sync the directory is fsync(2)ed after. Without
+// sync, where the system has unnamed temporary files (createUnnamed) the
+// temp file has no name at all until it is linked. A name that is taken
+// is an error wrapping fs.ErrExist. On any error nothing is left behind.
+func (d *AgentDir) create(name string, data []byte, sync bool) error {
+	if !sync {
+		if done, err := d.createUnnamed(name, data); done {
+			return err
+		}
+	}
+	tmp := tempName(name)
+	if err := d.writeTemp(tmp, data, sync); err != nil {
+		return err
+	}
+	err := treeLink(d.r, tmp, name)
+	d.r.Remove(tmp) // after a link, the final name keeps the file; after a rename fallback, tmp is gone already
+	if err != nil {
+		return err
+	}
+	if sync {
+		if err := treeSyncDir(d.r, "."); err != nil {
+			d.r.Remove(name) // not durable, so not delivered: a failure leaves nothing (SPEC §7.5)
+			return err
+		}
+	}
+	return nil
+}
+
+// replace puts data in place of the file rel atomically: a hidden temp
+// file beside it, written (fsync(2)ed if sync), renamed over rel, then the
+// directory fsync(2)ed if sync. Readers see the old file or the new. If
+// rel no longer holds the file described by was (Archive or another
+// SetRead moved or replaced it), it writes nothing and returns errChanged.
+func (d *AgentDir) replace(rel string, data []byte, was fs.FileInfo, sync bool) error {
+	tmp := tempName(rel)
+	if err := d.writeTemp(tmp, data, sync); err != nil {
+		return err
+	}
+	if fi, err := d.r.Lstat(rel); err != nil || !os.SameFile(fi, was) {
+		d.r.Remove(tmp)
+		return errChanged
+	}
+	if err := fsys.Check(fsys.OpRename, d.path(rel)); err != nil {
+		d.r.Remove(tmp)
+		return err
+	}
+	if err := d.r.Rename(tmp, rel); err != nil {
+		d.r.Remove(tmp)
+		return err
+	}
+	if sync {
+		return treeSyncDir(d.r, filepath.Dir(rel))
+	}
+	return nil
+}

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package mailbox
+
+import "os"
+
+// createExcl creates the new file rel in d for writing (O_EXCL: never an
+// existing file), through os.Root, which refuses links.
+func (d *AgentDir) createExcl(rel string, perm os.FileMode) (*os.File, error) {
+	return d.r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+}

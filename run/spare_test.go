@@ -1,0 +1,185 @@
+//go:build unix
+
+package run
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	must(t, err)
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		t.Skip("no inode numbers on this system")
+	}
+	return uint64(st.Ino)
+}
+
+func rewrite(t *testing.T, path, content string) {
+	t.Helper()
+	must(t, rewriteKeepingInodes(path, 0o600, func(w io.Writer) error {
+		_, err := io.WriteString(w, content)
+		return err
+	}))
+}
+
+// TestRewriteKeepingInodes: each rewrite replaces the content whole, the
+// file keeps mode 0600, and after the first two no file is created or
+// deleted: the name alternates between the same two inodes.
+func TestRewriteKeepingInodes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.json")
+	var inodes []uint64
+	for i, content := range []string{"first, and long\n", "second\n", "third, the longest of them all\n", "4\n", "fifth\n"} {
+		rewrite(t, path, content)
+		data, err := os.ReadFile(path)
+		must(t, err)
+		if string(data) != content {
+			t.Fatalf("rewrite %d: read %q, want %q", i+1, data, content)
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+			t.Errorf("rewrite %d: mode %v, want 0600", i+1, fi.Mode().Perm())
+		}
+		inodes = append(inodes, inode(t, path))
+	}
+	for i := 2; i < len(inodes); i++ {
+		if inodes[i] != inodes[i-2] {
+			t.Fatalf("inodes of tasks.json over five rewrites %v: want two, taking turns", inodes)
+		}
+	}
+	if inodes[0] == inodes[1] {
+		t.Fatalf("inodes %v: the first two rewrites share one", inodes)
+	}
+	ents, err := os.ReadDir(dir)
+	must(t, err)
+	if len(ents) != 2 || ents[0].Name() != ".tasks.json.spare" || ents[1].Name() != "tasks.json" {
+		t.Errorf("directory holds %v, want .tasks.json.spare and tasks.json", ents)
+	}
+}
+
+// TestRewriteKeepingInodesMendsCrashes: what a crash between the steps
+// leaves (a stale .old link, no spare) is mended by the next rewrite.
+func TestRewriteKeepingInodesMendsCrashes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.json")
+	old := filepath.Join(dir, ".tasks.json.old")
+	rewrite(t, path, "one\n")
+	rewrite(t, path, "two\n")
+	// Killed after the link: .old names the current file too.
+	must(t, os.Link(path, old))
+	rewrite(t, path, "three\n")
+	// Killed after the first rename: no spare, .old names the replaced file.
+	must(t, os.Rename(filepath.Join(dir, ".tasks.json.spare"), old))
+	rewrite(t, path, "four\n")
+	data, err := os.ReadFile(path)
+	must(t, err)
+	if string(data) != "four\n" {
+		t.Fatalf("tasks.json = %q, want four", data)
+	}
+	if _, err := os.Lstat(old); err == nil {
+		t.Errorf("%s left behind", old)
+	}
+}
+
+// TestRewriteKeepingInodesRefusesLinks: a spare that is a symbolic link
+// is replaced, never written through, and so is a tasks.json that is one.
+func TestRewriteKeepingInodesRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.json")
+	victim := filepath.Join(t.TempDir(), "victim")
+	must(t, os.WriteFile(victim, []byte("victim\n"), 0o600))
+	must(t, os.Symlink(victim, filepath.Join(dir, ".tasks.json.spare")))
+	rewrite(t, path, "one\n")
+	must(t, os.Remove(path))
+	must(t, os.Symlink(victim, path))
+	rewrite(t, path, "two\n")
+	rewrite(t, path, "three\n") // the spare is now the link that was tasks.json
+	rewrite(t, path, "four\n")
+	if data, _ := os.ReadFile(victim); string(data) != "victim\n" {
+		t.Fatalf("written through a symbolic link: victim holds %q", data)
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("tasks.json is not a regular file: %v %v", fi, err)
+	}
+}
+
+// TestSealedSnapshotNeverTorn: a reader racing a rewriter (two sealed
+// contents of very different lengths, each rewritten into the inode a
+// reader may still hold) takes as whole only one whole content: a mix or
+// a part fails openJSON.
+func TestSealedSnapshotNeverTorn(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.json")
+	contents := [][]byte{
+		sealJSON([]byte(`{"seq":1,"pad":"` + strings.Repeat("a", 10000) + `"}`)),
+		sealJSON([]byte(`{"seq":2}`)),
+	}
+	rewrite(t, path, string(contents[0]))
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(done)
+		for i := range 3000 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rewrite(t, path, string(contents[i%2]))
+		}
+	}()
+	whole, torn := 0, 0
+	for {
+		select {
+		case <-done:
+			t.Logf("%d whole reads, %d torn", whole, torn)
+			if whole == 0 {
+				t.Fatal("no whole read")
+			}
+			return
+		default:
+		}
+		data, err := os.ReadFile(path)
+		must(t, err)
+		obj, ok := openJSON(data)
+		if !ok || !json.Valid(obj) {
+			torn++
+			continue
+		}
+		if s := sealJSON(bytes.Clone(obj)); !bytes.Equal(s, contents[0]) && !bytes.Equal(s, contents[1]) {
+			t.Fatalf("openJSON took %d bytes as whole that are neither content: %.60q", len(data), data)
+		}
+		whole++
+	}
+}
+
+// TestOpenJSON: a sealed object opens whole; cut short, changed or mixed
+// it does not; an unsealed one (an older crew's) is left to the decoder.
+func TestOpenJSON(t *testing.T) {
+	sealed := sealJSON([]byte(`{"seq":12,"tasks":{}}`))
+	if !bytes.HasPrefix(sealed, []byte(`{"seq":12,"tasks":{},"crc32":"`)) || !bytes.HasSuffix(sealed, []byte(`"}`+"\n")) {
+		t.Fatalf("sealJSON = %q", sealed)
+	}
+	if obj, ok := openJSON(sealed); !ok || string(obj) != `{"seq":12,"tasks":{}}` {
+		t.Errorf("openJSON(sealed) = %s, %v", obj, ok)
+	}
+	changed := bytes.Replace(sealed, []byte("12"), []byte("13"), 1)
+	for name, data := range map[string][]byte{"changed": changed, "cut short": sealed[:len(sealed)-3], "empty": nil} {
+		if obj, ok := openJSON(data); ok && json.Valid(obj) {
+			t.Errorf("%s: openJSON(%q) took it as whole", name, data)
+		}
+	}
+	if obj, ok := openJSON([]byte(`{"seq":12}` + "\n")); !ok || string(obj) != `{"seq":12}`+"\n" {
+		t.Errorf("openJSON(unsealed) = %q, %v", obj, ok)
+	}
+}
