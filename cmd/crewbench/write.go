@@ -53,6 +53,29 @@ func raw(dir string, d time.Duration) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
+// rawCreate measures, for d, how many new 600-byte files (about a
+// mail-tree copy of a message) the file system of dir creates and writes
+// per second, without fsync: the ceiling of any sustained message rate,
+// since SPEC §5 gives every message a file of its own. The files are
+// kept (deleting them would slow later file creation on ext4 without a
+// journal, which does not reuse freed inodes at once).
+func rawCreate(dir string, d time.Duration) (float64, error) {
+	sub, err := os.MkdirTemp(dir, "create-")
+	if err != nil {
+		return 0, err
+	}
+	data := bytes.Repeat([]byte("x"), 600)
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%07d.json", n)), data, 0o600); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
 // workload prepares a run and returns a function that drives the library
 // for a duration and returns operations per second.
 type workload func(dir string) (func(time.Duration) (float64, error), error)
