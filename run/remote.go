@@ -3,6 +3,9 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -11,62 +14,101 @@ import (
 	"github.com/crew-dev/crew/events"
 )
 
-// remoteLog is a run's log in a Backend other than the state root's files
-// (NATS JetStream), with the state this process has reduced from it. The
-// state is a replay of the log (no snapshot is stored in the backend
-// yet); each call reads only what was appended since the last.
+// remoteLog is a run's log in a RemoteStore (NATS JetStream), with the
+// state this process has reduced from it. The state is a replay of the
+// log (no snapshot is kept on the server); each call reads only what was
+// appended since the last.
 //
-// It is the second commit path beside commit in store.go, and the only
+// It is the second commit path beside commitOp in store.go, and the only
 // other one: the operations (ops.go, read.go) hand both the same
-// validation function, and both fold events with State.apply.
+// validation closures, and both fold events with State.apply. Where the
+// file store serialises writers with the run lock, this one lets them
+// race and lets the server pick the winner (Backend.Append's condition
+// on the last seq); the loser reads what won and validates again.
 type remoteLog struct {
-	b   Backend
+	s   RemoteStore
 	run string
+	// project delivers the mail-tree copies and read flags that acts ask
+	// for (Run.projectTree, as the file store does after its fsync).
+	project func([]treeAct) error
 
 	mu sync.Mutex
 	st *State // as of st.Seq; nil until first read
+	// acts are what the events after from ask of the mail tree, not yet
+	// known to be done: from is the projection mark (RemoteStore.
+	// Projected) when st was started, so a process that replays a long
+	// log keeps only the few acts that may still be missing.
+	acts []treeAct
+	from int64
 }
 
-// state returns the run's state at the log's current end: the cached
-// state brought up to date. The caller must not keep it past the next
-// call (it is the cache).
-func (l *remoteLog) state(ctx context.Context) (*State, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.catchUp(ctx)
-}
-
+// catchUp brings the cached state to the log's end and returns it. The
+// caller holds l.mu and must not keep the state past it.
 func (l *remoteLog) catchUp(ctx context.Context) (*State, error) {
 	if l.st == nil {
-		l.st = newState()
+		mark, _, err := l.s.Projected(ctx, l.run)
+		if err != nil {
+			return nil, err
+		}
+		l.st, l.acts, l.from = newState(), nil, mark
 	}
 	st := l.st
-	err := l.b.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
-		if err := st.apply(e); err != nil {
+	err := l.s.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
+		if e.Seq > l.from {
+			st.acts = &l.acts
+		}
+		err := st.apply(e)
+		st.acts = nil
+		if err != nil {
 			st.Damage = append(st.Damage, err.Error())
 			st.Seq = e.Seq
 		}
 		return nil
 	})
-	if err != nil {
-		if errors.Is(err, crew.ErrDamaged) {
+	if errors.Is(err, crew.ErrDamaged) {
+		// A message of the stream that is no event: readers say so
+		// (exit 7) and writers refuse, as with a damaged file log.
+		if !slices.Contains(st.Damage, err.Error()) {
 			st.Damage = append(st.Damage, err.Error())
-			return st, nil
 		}
+		return st, nil
+	}
+	if err != nil {
 		l.st = nil // start again from the log next time
 		return nil, err
+	}
+	if st.Seq == 0 {
+		return nil, fmt.Errorf("run %s on %s holds no events, not even run.created: %w", l.run, l.s, crew.ErrDamaged)
 	}
 	return st, nil
 }
 
-// commit validates fn against the state at the log's end and appends its
-// event as the next seq, on the condition that the log still ends there
-// (Backend.Append). When another writer appended first, it reads what
-// was appended and validates again: fn runs once per attempt, so it
-// must not have effects of its own. One operation id (Nats-Msg-Id)
-// serves every attempt, so an append whose acknowledgement was lost is
-// stored once.
-func (l *remoteLog) commit(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
+// snapshot returns a copy of the run's state at the log's end, open
+// messages included (what Run.read returns for every kind of reader).
+func (l *remoteLog) snapshot(ctx context.Context) (*State, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := l.catchUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return copyState(st), nil
+}
+
+// commit is commitOp for a remote log. It validates o.fn against the
+// state at the log's end and appends its event as the next seq, on the
+// condition that the log still ends there (Backend.Append). When another
+// writer appended first, it reads what was appended and validates again:
+// fn runs once per attempt, so it must not have effects of its own. One
+// operation id (Nats-Msg-Id) serves every attempt, so an append whose
+// acknowledgement was lost is stored once. o.side, a state the caller
+// read (Run.EachInbox), is brought up to the new event too. Then the
+// event's mail-tree copies are delivered (project).
+func (l *remoteLog) commit(o *op) (*events.Event, error) {
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	opID, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
@@ -81,7 +123,10 @@ func (l *remoteLog) commit(ctx context.Context, fn func(*State) (*events.Event, 
 		if err := st.Err(); err != nil {
 			return nil, err // writers refuse a damaged log, as in the file store
 		}
-		ev, err := fn(st)
+		if err := ctx.Err(); err != nil {
+			return nil, err // cancelled (Ctrl-C): nothing is done
+		}
+		ev, err := o.fn(st)
 		if err != nil || ev == nil {
 			return nil, err
 		}
@@ -93,16 +138,166 @@ func (l *remoteLog) commit(ctx context.Context, fn func(*State) (*events.Event, 
 		if m := ev.Message; m != nil {
 			m.Seq, m.Run, m.SentAt, m.Status = ev.Seq, l.run, ev.At, events.StatusPending
 		}
-		err = l.b.Append(ctx, ev, opID.String())
+		err = l.s.Append(ctx, ev, opID.String())
 		if errors.Is(err, crew.ErrConflict) {
 			continue // another writer took this seq: validate again against what it wrote
 		}
 		if err != nil {
 			return nil, err
 		}
+		// Committed. What follows is best effort, as the file store's
+		// projections are: the next writer catches up what is missed.
+		st.acts = &l.acts
 		if err := st.apply(ev); err != nil {
 			l.st = nil
 		}
+		st.acts = nil
+		bg := context.WithoutCancel(ctx)
+		if o.side != nil {
+			l.bringUp(bg, o.side, ev)
+		}
+		l.projectUpTo(bg, ev.Seq)
 		return ev, nil
 	}
 }
+
+// bringUp folds into side, a state read before ev was committed, the
+// events between it and ev, then ev.
+func (l *remoteLog) bringUp(ctx context.Context, side *State, ev *events.Event) {
+	if side.Seq < ev.Seq-1 {
+		l.s.Read(ctx, l.run, side.Seq, func(e *events.Event) error {
+			if e.Seq >= ev.Seq {
+				return events.StopScan
+			}
+			side.apply(e)
+			return nil
+		})
+	}
+	side.apply(ev)
+}
+
+// projectUpTo delivers the mail-tree copies of the events up to seq that
+// the projection mark says are not yet delivered, and moves the mark to
+// seq (compare-and-set, so marks only grow). Every step is idempotent (a
+// copy keeps its name; a read flag set twice is set), so two writers
+// projecting the same events is harmless, and the copies of a writer
+// that died after its append are delivered by the next one, as SPEC §5
+// asks of the file store. A failure leaves the mark where it was.
+func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
+	for range 5 {
+		mark, rev, err := l.s.Projected(ctx, l.run)
+		if err != nil {
+			return
+		}
+		if mark < seq {
+			var todo []treeAct
+			for _, a := range l.acts {
+				if a.seq > mark && a.seq <= seq {
+					todo = append(todo, a)
+				}
+			}
+			if l.project(todo) != nil {
+				return
+			}
+			err = l.s.SetProjected(ctx, l.run, seq, rev)
+			if errors.Is(err, crew.ErrConflict) {
+				continue // another writer moved it: look again
+			}
+			if err != nil {
+				return
+			}
+			mark = seq
+		}
+		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= mark })
+		return
+	}
+}
+
+// bodies is eachBody for a remote log: list is in seq order, and one read
+// of the log from its first entry's seq picks their messages.
+func (l *remoteLog) bodies(ctx context.Context, list []*Open, fn func(*events.Message) error) error {
+	if len(list) == 0 {
+		return nil
+	}
+	i := 0
+	err := l.s.Read(ctx, l.run, list[0].Seq-1, func(e *events.Event) error {
+		for ; i < len(list) && list[i].Seq == e.Seq; i++ {
+			if e.Message == nil || e.Message.ID != list[i].ID {
+				return fmt.Errorf("seq %d of run %s does not hold message %s: %w", e.Seq, l.run, list[i].ID, crew.ErrDamaged)
+			}
+			m := *e.Message
+			if err := fn(withStatus(&m, list[i])); err != nil {
+				return err
+			}
+		}
+		if i == len(list) {
+			return events.StopScan
+		}
+		return nil
+	})
+	if err == events.StopScan {
+		err = nil
+	}
+	if err == nil && i < len(list) {
+		err = fmt.Errorf("run %s on %s has no event with seq %d (message %s): %w", l.run, l.s, list[i].Seq, list[i].ID, crew.ErrDamaged)
+	}
+	return err
+}
+
+// watch returns a Waiter that wakes when an event is appended after
+// watch was called (Backend.Watch from the log's current head).
+func (l *remoteLog) watch(ctx context.Context) (Waiter, error) {
+	head, err := l.s.Head(ctx, l.run)
+	if err != nil {
+		return nil, err
+	}
+	return l.s.Watch(ctx, l.run, head)
+}
+
+// errWaiter is a Waiter that could not be started: Wait returns why.
+type errWaiter struct{ err error }
+
+func (w errWaiter) Wait(context.Context) error { return w.err }
+func (w errWaiter) Close() error               { return nil }
+
+// remoteBatch is how many events a remote cursor reads from the store at
+// a time.
+const remoteBatch = 512
+
+// remoteCursor is an EventCursor on a remote log: it reads the store in
+// batches of remoteBatch from the seq it has reached, and at the end of
+// the log returns io.EOF, then later what was appended meanwhile, as a
+// file cursor does.
+type remoteCursor struct {
+	l   *remoteLog
+	seq int64 // the seq of the last event returned
+	buf []*events.Event
+}
+
+func (c *remoteCursor) Next() (events.Event, error) {
+	if len(c.buf) == 0 {
+		err := c.l.s.Read(context.Background(), c.l.run, c.seq, func(e *events.Event) error {
+			c.buf = append(c.buf, e)
+			if len(c.buf) == remoteBatch {
+				return events.StopScan
+			}
+			return nil
+		})
+		if err != nil && err != events.StopScan {
+			return events.Event{}, err
+		}
+		if len(c.buf) == 0 {
+			return events.Event{}, io.EOF
+		}
+	}
+	e := c.buf[0]
+	c.buf = c.buf[1:]
+	c.seq = e.Seq
+	return *e, nil
+}
+
+func (c *remoteCursor) Scan(damage func(*events.DamageError), fn func(*events.Event) error) error {
+	return events.Scan(c.Next, damage, fn)
+}
+
+func (c *remoteCursor) Close() error { return nil }

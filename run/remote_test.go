@@ -36,14 +36,14 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, _ := json.Marshal(TaskSpec{Agent: "t1"})
-	la, lb := &remoteLog{b: a, run: "r1"}, &remoteLog{b: b, run: "r1"}
-	if _, err := la.commit(ctx, func(*State) (*events.Event, error) {
+	la, lb := newTestLog(a), newTestLog(b)
+	if _, err := la.commit(&op{ctx: ctx, fn: func(*State) (*events.Event, error) {
 		return &events.Event{Type: events.TaskCreated, Task: "t1", To: string(task.Pending), Data: spec}, nil
-	}); err != nil {
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	// Both states are read before either writes.
-	if _, err := lb.state(ctx); err != nil {
+	if _, err := lb.snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	start := func(st *State) (*events.Event, error) {
@@ -63,7 +63,7 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = l.commit(ctx, start)
+			_, errs[i] = l.commit(&op{ctx: ctx, fn: start})
 		}()
 	}
 	wg.Wait()
@@ -81,12 +81,17 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	if ok != 1 || conflict != 1 {
 		t.Fatalf("errors %v: want one success and one conflict", errs)
 	}
-	fresh := &remoteLog{b: dial(), run: "r1"}
-	st, err := fresh.state(ctx)
+	fresh := newTestLog(dial())
+	st, err := fresh.snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Seq != 3 || st.Tasks["t1"].Status != task.Running || st.Tasks["t1"].Attempts != 1 {
 		t.Fatalf("state at seq %d: t1 %+v; want seq 3, running, started once", st.Seq, st.Tasks["t1"])
 	}
+}
+
+// newTestLog is a remoteLog on s for run r1 that projects nothing.
+func newTestLog(s RemoteStore) *remoteLog {
+	return &remoteLog{s: s, run: "r1", project: func([]treeAct) error { return nil }}
 }

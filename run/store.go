@@ -47,12 +47,14 @@ type Run struct {
 	// open.jsonl as this process last read or wrote it (openSnapshotState)
 	openSeq, openCount atomic.Int64
 	openKnown          atomic.Bool
+
+	remote *remoteLog // set: the run lives in a RemoteStore (NATS), not in dir (see remote.go)
 }
 
 // ID returns the run id.
 func (r *Run) ID() string { return r.Manifest.ID }
 
-// Dir returns the run directory.
+// Dir returns the run directory ("" for a run in a RemoteStore).
 func (r *Run) Dir() string { return r.dir }
 
 // Root returns the state root the run lives in.
@@ -110,6 +112,9 @@ func (r *Run) commitOpen(ctx context.Context, fn func(*State) (*events.Event, er
 // commitOp queues o and returns when its event is durable and, unless the
 // Run is asynchronous, projected.
 func (r *Run) commitOp(o *op) (*events.Event, error) {
+	if r.remote != nil { // a RemoteStore: optimistic commit (remote.go)
+		return r.remote.commit(o)
+	}
 	defer func() {
 		if o.job != nil && !r.isAsync() {
 			<-o.job.done
@@ -537,6 +542,9 @@ func (r *Run) stateFor(participant string) (*State, error) {
 // read returns the state from a snapshot plus the log after it, up to the
 // log's last complete line.
 func (r *Run) read(snapshot func() *State) (*State, error) {
+	if r.remote != nil { // a RemoteStore: the state this process reduced from the log (remote.go)
+		return r.remote.snapshot(context.Background())
+	}
 	st := snapshot()
 	fi, err := os.Stat(r.EventsPath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -631,7 +639,7 @@ func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[str
 // once, which writes it once instead of twice. It returns the errors met,
 // joined.
 func (r *Run) projectTree(acts []treeAct) error {
-	tree := r.root.MailTree()
+	tree := r.root.Mail()
 	fresh := map[string]int{} // agent/id of a fresh copy -> its act
 	byAgent := map[string][]*treeAct{}
 	var agents []string
@@ -768,7 +776,7 @@ var mailTypes = map[string]string{
 // deliverCopy delivers the mail-tree copy of a run message. It is a
 // projection of the fsynced log, so it is not fsynced itself (SPEC §5); a
 // copy lost in a crash is delivered again, under the same name.
-func (r *Run) deliverCopy(tree mailbox.Tree, agent string, m *events.Message, read bool) error {
+func (r *Run) deliverCopy(tree mailbox.Store, agent string, m *events.Message, read bool) error {
 	if !tree.Exists(agent) {
 		if err := tree.Create(agent); err != nil {
 			return err
