@@ -69,9 +69,10 @@ type RemoteStore interface {
 	// when nothing is recorded yet.
 	Projected(ctx context.Context, run string) (seq int64, rev uint64, err error)
 	// SetProjected records seq for run if rev is still the record's
-	// revision (compare-and-set); otherwise it returns an error wrapping
-	// crew.ErrConflict and records nothing.
-	SetProjected(ctx context.Context, run string, seq int64, rev uint64) error
+	// revision (0: if there is no record yet), and returns the record's
+	// new revision (compare-and-set); otherwise it returns an error
+	// wrapping crew.ErrConflict and records nothing.
+	SetProjected(ctx context.Context, run string, seq int64, rev uint64) (uint64, error)
 	// String names the store in messages, without credentials
 	// ("nats://10.0.0.5:4222").
 	String() string

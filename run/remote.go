@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -40,7 +41,28 @@ type remoteLog struct {
 	// log keeps only the few acts that may still be missing.
 	acts []treeAct
 	from int64
+	// mark and markRev are the projection mark as this process last read
+	// or set it (markKnown false: not read yet); a compare-and-set on a
+	// revision another process has moved fails, and the mark is read
+	// again. markAt is when this process last set it.
+	mark      int64
+	markRev   uint64
+	markKnown bool
+	markAt    time.Time
+	// done is the seq up to which this process has delivered every copy
+	// (at least as far as mark), which the mark may lag behind.
+	done int64
 }
+
+// The projection mark may lag behind what a long-lived process has
+// delivered by up to markEvery events or markAge: a writer that dies
+// leaves its successor at most that much to deliver again (each
+// delivery is idempotent), and an operation costs one write less. A
+// process that has not set the mark yet (a crew command) sets it.
+const (
+	markEvery = 32
+	markAge   = time.Second
+)
 
 // catchUp brings the cached state to the log's end and returns it. The
 // caller holds l.mu and must not keep the state past it.
@@ -96,14 +118,16 @@ func (l *remoteLog) snapshot(ctx context.Context) (*State, error) {
 }
 
 // commit is commitOp for a remote log. It validates o.fn against the
-// state at the log's end and appends its event as the next seq, on the
-// condition that the log still ends there (Backend.Append). When another
-// writer appended first, it reads what was appended and validates again:
-// fn runs once per attempt, so it must not have effects of its own. One
-// operation id (Nats-Msg-Id) serves every attempt, so an append whose
-// acknowledgement was lost is stored once. o.side, a state the caller
-// read (Run.EachInbox), is brought up to the new event too. Then the
-// event's mail-tree copies are delivered (project).
+// state it has and appends fn's event as the next seq, on the condition
+// that the log still ends there (Backend.Append): a state that is behind
+// the log fails that condition, so it need not be read first. When
+// another writer appended first, or fn refuses (or has nothing to do) on
+// a state that may be behind, it reads what was appended and validates
+// again: fn runs once per attempt, so it must not have effects of its
+// own. One operation id (Nats-Msg-Id) serves every attempt, so an append
+// whose acknowledgement was lost is stored once. o.side, a state the
+// caller read (Run.EachInbox), is brought up to the new event too. Then
+// the event's mail-tree copies are delivered (projectUpTo).
 func (l *remoteLog) commit(o *op) (*events.Event, error) {
 	ctx := o.ctx
 	if ctx == nil {
@@ -115,10 +139,14 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	current := false // st is known to be at the log's end
 	for {
-		st, err := l.catchUp(ctx)
-		if err != nil {
-			return nil, err
+		st := l.st
+		if st == nil || !current && len(st.Damage) > 0 {
+			if st, err = l.catchUp(ctx); err != nil {
+				return nil, err
+			}
+			current = true
 		}
 		if err := st.Err(); err != nil {
 			return nil, err // writers refuse a damaged log, as in the file store
@@ -127,6 +155,15 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 			return nil, err // cancelled (Ctrl-C): nothing is done
 		}
 		ev, err := o.fn(st)
+		if (err != nil || ev == nil) && !current {
+			// Refused, or nothing to do, on what this process last saw:
+			// the log may have moved on since. Look.
+			if _, err := l.catchUp(ctx); err != nil {
+				return nil, err
+			}
+			current = true
+			continue
+		}
 		if err != nil || ev == nil {
 			return nil, err
 		}
@@ -140,7 +177,13 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 		}
 		err = l.s.Append(ctx, ev, opID.String())
 		if errors.Is(err, crew.ErrConflict) {
-			continue // another writer took this seq: validate again against what it wrote
+			// Another writer took this seq: validate again against what
+			// it wrote.
+			if _, err := l.catchUp(ctx); err != nil {
+				return nil, err
+			}
+			current = true
+			continue
 		}
 		if err != nil {
 			return nil, err
@@ -177,40 +220,55 @@ func (l *remoteLog) bringUp(ctx context.Context, side *State, ev *events.Event) 
 }
 
 // projectUpTo delivers the mail-tree copies of the events up to seq that
-// the projection mark says are not yet delivered, and moves the mark to
-// seq (compare-and-set, so marks only grow). Every step is idempotent (a
-// copy keeps its name; a read flag set twice is set), so two writers
-// projecting the same events is harmless, and the copies of a writer
-// that died after its append are delivered by the next one, as SPEC §5
-// asks of the file store. A failure leaves the mark where it was.
+// neither the projection mark nor this process has delivered, and moves
+// the mark (compare-and-set, so marks only grow; see markEvery). Every
+// step is idempotent (a copy keeps its name; a read flag set twice is
+// set), so two writers projecting the same events is harmless, and the
+// copies of a writer that died after its append are delivered by the
+// next, as SPEC §5 asks of the file store. A failure leaves the mark
+// where it was, and the next operation tries again.
 func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
-	for range 5 {
-		mark, rev, err := l.s.Projected(ctx, l.run)
-		if err != nil {
-			return
-		}
-		if mark < seq {
-			var todo []treeAct
-			for _, a := range l.acts {
-				if a.seq > mark && a.seq <= seq {
-					todo = append(todo, a)
-				}
-			}
-			if l.project(todo) != nil {
-				return
-			}
-			err = l.s.SetProjected(ctx, l.run, seq, rev)
-			if errors.Is(err, crew.ErrConflict) {
-				continue // another writer moved it: look again
-			}
-			if err != nil {
-				return
-			}
-			mark = seq
-		}
-		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= mark })
+	if !l.markKnown && !l.readMark(ctx) {
 		return
 	}
+	var todo []treeAct
+	for _, a := range l.acts {
+		if a.seq > max(l.mark, l.done) && a.seq <= seq {
+			todo = append(todo, a)
+		}
+	}
+	if l.project(todo) != nil {
+		return
+	}
+	l.done = seq
+	l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= seq })
+	if seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
+		return
+	}
+	for range 5 {
+		if l.mark >= seq {
+			return // another writer has moved it past
+		}
+		rev, err := l.s.SetProjected(ctx, l.run, seq, l.markRev)
+		if err == nil {
+			l.mark, l.markRev, l.markAt = seq, rev, time.Now()
+			return
+		}
+		if !errors.Is(err, crew.ErrConflict) || !l.readMark(ctx) {
+			return
+		}
+	}
+}
+
+// readMark reads the projection mark; false when it cannot be read.
+func (l *remoteLog) readMark(ctx context.Context) bool {
+	mark, rev, err := l.s.Projected(ctx, l.run)
+	if err != nil {
+		l.markKnown = false
+		return false
+	}
+	l.mark, l.markRev, l.markKnown = mark, rev, true
+	return true
 }
 
 // bodies is eachBody for a remote log: list is in seq order, and one read

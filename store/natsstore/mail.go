@@ -224,20 +224,29 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 		return "", noMailbox(agent, "; create it with --create-recipient")
 	}
 	err := m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
+		// A name that never held a message (not even one since archived
+		// or deleted) is taken at once: an update at revision 0.
+		_, err := kv.Update(ctx, mailKey(agent, name), data, 0)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if errors.Is(err, jetstream.ErrInvalidKey) {
+				return fmt.Errorf("deliver to %s: %q is not a valid key name: %w", agent, name, crew.ErrInvalid)
+			}
+			if err != nil {
+				return m.failed("deliver to "+agent, err)
+			}
+			return nil
+		}
 		// Delivered before and archived since: delivering it again would
 		// show an archived message as new.
 		if e, err := kv.Get(ctx, archiveKey(agent, name)); err == nil && sameID(e.Value(), msg.ID) {
 			return nil
 		}
-		_, err := kv.Create(ctx, mailKey(agent, name), data)
+		_, err = kv.Create(ctx, mailKey(agent, name), data)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			if e, gerr := kv.Get(ctx, mailKey(agent, name)); gerr == nil && sameID(e.Value(), msg.ID) {
 				return nil
 			}
 			return fmt.Errorf("deliver to %s: %s holds another message: %w", agent, entryPath(mailKey(agent, name)), crew.ErrConflict)
-		}
-		if errors.Is(err, jetstream.ErrInvalidKey) {
-			return fmt.Errorf("deliver to %s: %q is not a valid key name: %w", agent, name, crew.ErrInvalid)
 		}
 		if err != nil {
 			return m.failed("deliver to "+agent, err)
@@ -513,19 +522,17 @@ func (s *Store) Projected(ctx context.Context, run string) (int64, uint64, error
 }
 
 // SetProjected implements run.RemoteStore: projected.<run> becomes seq
-// if its revision is still rev (0: if there is none); otherwise
-// crew.ErrConflict.
-func (s *Store) SetProjected(ctx context.Context, run string, seq int64, rev uint64) error {
-	return s.mail.do(ctx, func(rctx context.Context, kv jetstream.KeyValue) error {
-		var err error
-		if rev == 0 {
-			_, err = kv.Create(rctx, projectedKey(run), []byte(strconv.FormatInt(seq, 10)))
-		} else {
-			_, err = kv.Update(rctx, projectedKey(run), []byte(strconv.FormatInt(seq, 10)), rev)
-		}
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+// if its revision is still rev (0: if there is none), and its new
+// revision is returned; otherwise crew.ErrConflict.
+func (s *Store) SetProjected(ctx context.Context, run string, seq int64, rev uint64) (uint64, error) {
+	var newRev uint64
+	err := s.mail.do(ctx, func(rctx context.Context, kv jetstream.KeyValue) (err error) {
+		// Update with revision 0 stores only if the key never had a value.
+		newRev, err = kv.Update(rctx, projectedKey(run), []byte(strconv.FormatInt(seq, 10)), rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("projection mark of run %s moved: %w", run, crew.ErrConflict)
 		}
 		return err
 	})
+	return newRev, err
 }
