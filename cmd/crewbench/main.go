@@ -134,6 +134,7 @@ type result struct {
 	NATSSendRatio      float64 `json:"nats_send_ratio"`
 	NATSWakeP50ms      float64 `json:"nats_wake_p50_ms"`
 	NATSWakeP99ms      float64 `json:"nats_wake_p99_ms"`
+	NATSWakeCallP50ms  float64 `json:"nats_wake_call_p50_ms"`
 	NATSSendPerS       float64 `json:"nats_send_per_s"`
 	NATSRawPublishPerS float64 `json:"nats_raw_publish_per_s"`
 }

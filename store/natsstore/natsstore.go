@@ -457,16 +457,26 @@ func (s *Store) Event(ctx context.Context, run string, seq int64) (*events.Event
 	if err != nil {
 		return nil, err
 	}
+	e, err := s.get(ctx, st, run, seq)
+	if err == nil && e == nil {
+		err = fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+	}
+	return e, err
+}
+
+// get reads message seq of run's stream st; nil, nil when there is none
+// (past the log's end).
+func (s *Store) get(ctx context.Context, st jetstream.Stream, run string, seq int64) (*events.Event, error) {
 	if seq < 1 {
-		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+		return nil, nil
 	}
 	var m *jetstream.RawStreamMsg
-	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
+	err := s.retry(ctx, refused, func(rctx context.Context) (err error) {
 		m, err = st.GetMsg(rctx, uint64(seq))
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read seq %d of run %s on NATS at %s: %w", seq, run, s.url, err)
@@ -494,12 +504,14 @@ const readBatch = 512
 const directReads = 4
 
 // Read calls fn with run's events with seq > since, in seq order, up to
-// the last event stored when Read began. Its cost depends on what it
-// returns: it starts at since+1 (the stream's sequence is the seq). An
-// error from fn stops it and is returned; a message that is no event
-// is crew.ErrDamaged.
+// the end of the log (at least its end when Read began). Its cost
+// depends on what it returns: it starts at since+1 (the stream's
+// sequence is the seq), gets the first few events one by one (most
+// reads want a few, or stop early) until one is not there, and reads
+// the rest, up to the head, through a consumer. An error from fn stops
+// it and is returned; a message that is no event is crew.ErrDamaged.
 func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*events.Event) error) error {
-	head, err := s.Head(ctx, run)
+	st, err := s.stream(ctx, run)
 	if err != nil {
 		return err
 	}
@@ -507,20 +519,20 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 		since = 0
 	}
 	next := since + 1
-	for ; next <= head && next <= since+directReads; next++ {
-		e, err := s.Event(ctx, run, next)
+	for ; next <= since+directReads; next++ {
+		e, err := s.get(ctx, st, run, next)
 		if err != nil {
 			return err
+		}
+		if e == nil {
+			return nil // the end of the log
 		}
 		if err := fn(e); err != nil {
 			return err
 		}
 	}
-	if next > head {
-		return nil
-	}
-	st, err := s.stream(ctx, run)
-	if err != nil {
+	head, err := s.Head(ctx, run)
+	if err != nil || next > head {
 		return err
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
