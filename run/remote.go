@@ -54,11 +54,14 @@ type remoteLog struct {
 	done int64
 }
 
-// The projection mark may lag behind what a long-lived process has
-// delivered by up to markEvery events or markAge: a writer that dies
-// leaves its successor at most that much to deliver again (each
-// delivery is idempotent), and an operation costs one write less. A
-// process that has not set the mark yet (a crew command) sets it.
+// While a process is the run's only writer, the projection mark may lag
+// behind what it has delivered by up to markEvery events or markAge: a
+// writer that dies leaves its successor at most that much to deliver
+// again (each delivery is idempotent), and an operation costs one write
+// less. A process that has not set the mark yet (a crew command) sets
+// it, and so does one that finds other writers' events since its last
+// operation: their copies are theirs to deliver, and the mark, read
+// first, says which they have.
 const (
 	markEvery = 32
 	markAge   = time.Second
@@ -228,7 +231,10 @@ func (l *remoteLog) bringUp(ctx context.Context, side *State, ev *events.Event) 
 // next, as SPEC §5 asks of the file store. A failure leaves the mark
 // where it was, and the next operation tries again.
 func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
-	if !l.markKnown && !l.readMark(ctx) {
+	// Events between this process's last operation and this one are
+	// other writers'.
+	others := seq-1 > l.done
+	if (!l.markKnown || others) && !l.readMark(ctx) {
 		return
 	}
 	var todo []treeAct
@@ -242,7 +248,7 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 	}
 	l.done = seq
 	l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= seq })
-	if seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
+	if !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
 		return
 	}
 	for range 5 {

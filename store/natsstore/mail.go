@@ -204,10 +204,12 @@ func (m *Mail) Agents() ([]string, error) {
 }
 
 // Deliver implements mailbox.Store: it creates mail.<agent>.<name>
-// (Name(m)), which never overwrites. A message of that name with the
-// same id already there, or already archived, is left as it is (the
-// delivery is idempotent); one with another id is crew.ErrConflict. The
-// server stores the message before Deliver returns; sync is not needed.
+// (Name(m)), which never overwrites: an update at revision 0 (stored only
+// if the key never held a value) takes a fresh name in one request. A
+// message of that name with the same id already there, or already
+// archived, is left as it is (the delivery is idempotent, and cheap to
+// repeat); one with another id is crew.ErrConflict. The server stores the
+// message before Deliver returns; sync is not needed.
 func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error) {
 	if err := crew.ValidateID("agent", agent); err != nil {
 		return "", err
@@ -236,18 +238,23 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 			}
 			return nil
 		}
+		// The name is taken: most often by this very message, delivered
+		// before (a projection done twice).
+		e, err := kv.Get(ctx, mailKey(agent, name))
+		switch {
+		case err == nil && sameID(e.Value(), msg.ID):
+			return nil
+		case err == nil:
+			return fmt.Errorf("deliver to %s: %s holds another message: %w", agent, entryPath(mailKey(agent, name)), crew.ErrConflict)
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return m.failed("deliver to "+agent, err)
+		}
 		// Delivered before and archived since: delivering it again would
 		// show an archived message as new.
 		if e, err := kv.Get(ctx, archiveKey(agent, name)); err == nil && sameID(e.Value(), msg.ID) {
 			return nil
 		}
-		_, err = kv.Create(ctx, mailKey(agent, name), data)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			if e, gerr := kv.Get(ctx, mailKey(agent, name)); gerr == nil && sameID(e.Value(), msg.ID) {
-				return nil
-			}
-			return fmt.Errorf("deliver to %s: %s holds another message: %w", agent, entryPath(mailKey(agent, name)), crew.ErrConflict)
-		}
+		_, err = kv.Create(ctx, mailKey(agent, name), data) // deleted otherwise: take it again
 		if err != nil {
 			return m.failed("deliver to "+agent, err)
 		}

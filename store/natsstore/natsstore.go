@@ -536,13 +536,15 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 		return err
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{Subject(run)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    uint64(next),
+		FilterSubjects:    []string{Subject(run)},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       uint64(next),
+		InactiveThreshold: consumerIdle,
 	})
 	if err != nil {
 		return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
 	}
+	defer s.dropConsumer(run, c)
 	for next <= head {
 		batch, err := c.Fetch(int(min(head-next+1, readBatch)), jetstream.FetchMaxWait(s.opts.Timeout))
 		if err != nil {
@@ -578,8 +580,27 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 	return nil
 }
 
+// consumerIdle is how long the server keeps a consumer of Read or Watch
+// that nobody uses (their process died): each consumer costs the server
+// work on every event appended, so it must not linger (nats.go's default
+// is 5 minutes). A live one is deleted when its user is done with it.
+const consumerIdle = 30 * time.Second
+
+// dropConsumer deletes the ordered consumer c of run's stream, within
+// one request's timeout; a failure leaves it to consumerIdle.
+func (s *Store) dropConsumer(run string, c jetstream.Consumer) {
+	ctx, cancel := s.bound(context.Background())
+	defer cancel()
+	if info := c.CachedInfo(); info != nil {
+		s.js.DeleteConsumer(ctx, StreamName(run), info.Name)
+	}
+}
+
 // Watcher wakes its user when a run's log grows.
 type Watcher struct {
+	s    *Store
+	run  string
+	c    jetstream.Consumer
 	cc   jetstream.ConsumeContext
 	wake chan struct{}
 }
@@ -603,15 +624,16 @@ func (s *Store) Watch(ctx context.Context, run string, after int64) (Waiter, err
 		return nil, err
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{Subject(run)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    uint64(after + 1),
-		HeadersOnly:    true,
+		FilterSubjects:    []string{Subject(run)},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       uint64(after + 1),
+		HeadersOnly:       true,
+		InactiveThreshold: consumerIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
 	}
-	w := &Watcher{wake: make(chan struct{}, 1)}
+	w := &Watcher{s: s, run: run, c: c, wake: make(chan struct{}, 1)}
 	w.cc, err = c.Consume(func(jetstream.Msg) {
 		select {
 		case w.wake <- struct{}{}:
@@ -636,8 +658,10 @@ func (w *Watcher) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops the watcher.
+// Close stops the watcher and deletes its consumer, in the background: a
+// waiter that has its answer prints it without waiting for the server.
 func (w *Watcher) Close() error {
 	w.cc.Stop()
+	go w.s.dropConsumer(w.run, w.c)
 	return nil
 }
