@@ -22,14 +22,7 @@ import (
 func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	dial := func() *natsstore.Store {
-		s, err := natsstore.Dial(ctx, srv.ClientURL(), natsstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	dial := func() *natsstore.Store { return natstest.Dial(t, srv.ClientURL(), natsstore.Options{}) }
 	a, b := dial(), dial()
 	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
 	if err := a.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {

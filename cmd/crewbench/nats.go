@@ -128,17 +128,29 @@ func rawPublish(url string) (func(time.Duration) (float64, error), error) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw"}, Storage: jetstream.FileStorage}); err != nil {
 		return nil, err
 	}
+	return rate(func(int) error {
+		_, err := js.Publish(context.Background(), "raw", rawLine)
+		return err
+	}), nil
+}
+
+// rate returns a driver that calls op (with 1, 2, 3 … across calls of the
+// driver) for a duration, one call after another, and returns calls per
+// second.
+func rate(op func(i int) error) func(time.Duration) (float64, error) {
+	i := 0
 	return func(d time.Duration) (float64, error) {
 		n := 0
 		start := time.Now()
 		for time.Since(start) < d {
-			if _, err := js.Publish(context.Background(), "raw", rawLine); err != nil {
+			i++
+			if err := op(i); err != nil {
 				return 0, err
 			}
 			n++
 		}
 		return float64(n) / time.Since(start).Seconds(), nil
-	}, nil
+	}
 }
 
 // natsSend returns crew's driver: one goroutine steering a running task
@@ -149,19 +161,10 @@ func natsSend(root *run.Root) (func(time.Duration) (float64, error), error) {
 	if err != nil {
 		return nil, err
 	}
-	i := 0
-	return func(d time.Duration) (float64, error) {
-		n := 0
-		start := time.Now()
-		for time.Since(start) < d {
-			i++
-			if _, err := r.Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "s1", From: run.Leader, Body: body("steer", i, 120)}); err != nil {
-				return 0, err
-			}
-			n++
-		}
-		return float64(n) / time.Since(start).Seconds(), nil
-	}, nil
+	return rate(func(i int) error {
+		_, err := r.Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "s1", From: run.Leader, Body: body("steer", i, 120)})
+		return err
+	}), nil
 }
 
 // startedRun creates run id on root with one running task.

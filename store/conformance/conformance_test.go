@@ -124,9 +124,14 @@ func readAll(t *testing.T, b run.Backend, id string, since int64) []*events.Even
 }
 
 func seqs(evs []*events.Event) []int64 {
-	var out []int64
-	for _, e := range evs {
-		out = append(out, e.Seq)
+	return pluck(evs, func(e *events.Event) int64 { return e.Seq })
+}
+
+// pluck returns f of each of xs, in order.
+func pluck[T, V any](xs []T, f func(T) V) []V {
+	var out []V
+	for _, x := range xs {
+		out = append(out, f(x))
 	}
 	return out
 }
@@ -261,10 +266,7 @@ func TestRaceExactlyOneWins(t *testing.T) {
 			t.Fatal(err)
 		}
 		const n = 6
-		barrier := filepath.Join(t.TempDir(), "go")
-		outs := spawn(t, n, func(i int) string {
-			return strings.Join([]string{"race", s.addr, "r1", barrier, fmt.Sprint("w", i)}, "|")
-		}, func() { os.WriteFile(barrier, nil, 0o600) })
+		outs := race(t, s, n, "race", "w")
 		won := 0
 		var winner string
 		for i, out := range outs {
@@ -297,10 +299,7 @@ func TestConcurrentWritersDense(t *testing.T) {
 			t.Fatal(err)
 		}
 		const writers, each = 3, 15
-		barrier := filepath.Join(t.TempDir(), "go")
-		outs := spawn(t, writers, func(i int) string {
-			return strings.Join([]string{"append", s.addr, "r1", barrier, fmt.Sprint("w", i), fmt.Sprint(each)}, "|")
-		}, func() { os.WriteFile(barrier, nil, 0o600) })
+		outs := race(t, s, writers, "append", "w", fmt.Sprint(each))
 		for i, out := range outs {
 			if strings.TrimSpace(out) != "ok" {
 				t.Errorf("writer %d: %q", i, out)
@@ -385,6 +384,21 @@ func TestWatchWakes(t *testing.T) {
 	})
 }
 
+// outcome prints what a racer's attempt came to, won (nil) or lost
+// (crew.ErrConflict), or its error, and returns its exit code.
+func outcome(err error) int {
+	switch {
+	case err == nil:
+		fmt.Println("won")
+	case errors.Is(err, crew.ErrConflict):
+		fmt.Println("lost")
+	default:
+		fmt.Println(err)
+		return 1
+	}
+	return 0
+}
+
 // awaitBarrier says the process is ready (a file barrier.ready-PID) and
 // returns once the file barrier exists ("" for none). It polls: it
 // synchronises the test's processes, not the product.
@@ -399,6 +413,17 @@ func awaitBarrier(barrier string) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// race starts n helper processes in mode on s's run r1, the i-th named
+// prefix+i and given args, releases them together, and returns what each
+// printed.
+func race(t *testing.T, s store, n int, mode, prefix string, args ...string) []string {
+	t.Helper()
+	barrier := filepath.Join(t.TempDir(), "go")
+	return spawn(t, n, func(i int) string {
+		return strings.Join(append([]string{mode, s.addr, "r1", barrier, fmt.Sprint(prefix, i)}, args...), "|")
+	}, func() { os.WriteFile(barrier, nil, 0o600) })
 }
 
 // spawn starts n helper processes (this test binary, helper mode given by
@@ -478,16 +503,7 @@ func helper(spec string) int {
 	awaitBarrier(barrier)
 	switch mode {
 	case "race":
-		err := b.Append(ctx, event(id, head+1, name), "race-"+name)
-		switch {
-		case err == nil:
-			fmt.Println("won")
-		case errors.Is(err, crew.ErrConflict):
-			fmt.Println("lost")
-		default:
-			fmt.Println(err)
-			return 1
-		}
+		return outcome(b.Append(ctx, event(id, head+1, name), "race-"+name))
 	case "append":
 		n, _ := strconv.Atoi(f[5])
 		for k := range n {

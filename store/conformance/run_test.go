@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -361,11 +359,7 @@ func TestRunInboxCursorsAndDeliveryStatus(t *testing.T) {
 }
 
 func ids(ms []events.Message) []string {
-	var out []string
-	for _, m := range ms {
-		out = append(out, m.ID)
-	}
-	return out
+	return pluck(ms, func(m events.Message) string { return m.ID })
 }
 
 // Bad input is refused with ErrInvalid (exit 2), unknown things with
@@ -555,10 +549,7 @@ func TestRunRespondRaceExactlyOneWins(t *testing.T) {
 		r := newRun(t, s, "t1")
 		reach(t, r, "t1", task.Waiting)
 		const n = 6
-		barrier := filepath.Join(t.TempDir(), "go")
-		outs := spawn(t, n, func(i int) string {
-			return strings.Join([]string{"respond", s.addr, "r1", barrier, fmt.Sprint("leader", i)}, "|")
-		}, func() { os.WriteFile(barrier, nil, 0o600) })
+		outs := race(t, s, n, "respond", "leader")
 		won, lost := 0, 0
 		for i, out := range outs {
 			switch strings.TrimSpace(out) {
@@ -595,10 +586,7 @@ func TestRunConcurrentWriters(t *testing.T) {
 	each(t, func(t *testing.T, s store) {
 		r := newRun(t, s, "t1")
 		const writers, per = 3, 10
-		barrier := filepath.Join(t.TempDir(), "go")
-		outs := spawn(t, writers, func(i int) string {
-			return strings.Join([]string{"steer", s.addr, "r1", barrier, fmt.Sprint("w", i), fmt.Sprint(per)}, "|")
-		}, func() { os.WriteFile(barrier, nil, 0o600) })
+		outs := race(t, s, writers, "steer", "w", fmt.Sprint(per))
 		for i, out := range outs {
 			if strings.TrimSpace(out) != "ok" {
 				t.Fatalf("writer %d: %q", i, out)
@@ -723,15 +711,7 @@ func runHelper(ctx context.Context, mode string, root *run.Root, id, barrier, na
 	switch mode {
 	case "respond":
 		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "t1", From: name, Body: "answer from " + name})
-		switch {
-		case err == nil:
-			fmt.Println("won")
-		case errors.Is(err, crew.ErrConflict):
-			fmt.Println("lost")
-		default:
-			fmt.Println(err)
-			return 1, true
-		}
+		return outcome(err), true
 	case "steer":
 		var n int
 		fmt.Sscan(args[0], &n)

@@ -22,22 +22,25 @@ func created(id string) *events.Event {
 	return &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: id, Actor: "leader", Data: data}
 }
 
+// cluster starts a three-node cluster for a test, with a context that
+// turns a hang into a failure (it asserts nothing about speed).
+func cluster(t *testing.T) (*natstest.Cluster, context.Context) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	c := natstest.NewCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	return c, ctx
+}
+
 // A three-node JetStream cluster on loopback, streams with three
 // replicas: the node leading the run's stream is killed while a writer
 // appends, and every append that was acknowledged is still there, once,
 // in order, with seq dense.
 func TestClusterNodeKilledLosesNoAcknowledgedAppend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-node cluster")
-	}
-	c := natstest.NewCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s, err := natsstore.Dial(ctx, c.URL(), natsstore.Options{Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, ctx := cluster(t)
+	s := natstest.Dial(t, c.URL(), natsstore.Options{Replicas: 3})
 	if err := s.CreateRun(ctx, created("r1")); err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +83,7 @@ func TestClusterNodeKilledLosesNoAcknowledgedAppend(t *testing.T) {
 	c.WaitStreamLeader(natsstore.StreamName("r1"))
 	t.Logf("killed node %d (the stream leader) after %d appends; the stream now led by node %d", killed, killAt, c.StreamLeader(natsstore.StreamName("r1")))
 	// A fresh client on the surviving nodes reads everything back.
-	s2, err := natsstore.Dial(ctx, c.URL(), natsstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := natstest.Dial(t, c.URL(), natsstore.Options{})
 	var got []*events.Event
 	if err := s2.Read(ctx, "r1", 0, func(e *events.Event) error { got = append(got, e); return nil }); err != nil {
 		t.Fatal(err)
@@ -119,20 +118,8 @@ func TestClusterNodeKilledLosesNoAcknowledgedAppend(t *testing.T) {
 // read by a fresh client agrees, and every acknowledged message has its
 // copy in the mail tree.
 func TestClusterRunNodeKilledLosesNoAcknowledgedOperation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-node cluster")
-	}
-	c := natstest.NewCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	dial := func() *run.Root {
-		s, err := natsstore.Dial(ctx, c.URL(), natsstore.Options{Replicas: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return run.RemoteRoot(s)
-	}
+	c, ctx := cluster(t)
+	dial := func() *run.Root { return run.RemoteRoot(natstest.Dial(t, c.URL(), natsstore.Options{Replicas: 3})) }
 	root := dial()
 	r, err := root.Create(run.CreateOptions{ID: "r1", Leader: "leader"})
 	if err != nil {

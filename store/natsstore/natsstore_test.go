@@ -21,11 +21,7 @@ import (
 func TestReadAndWatchLeaveNoConsumers(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	s, err := natsstore.Dial(ctx, srv.ClientURL(), natsstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
 	if err := s.CreateRun(ctx, created("r1")); err != nil {
 		t.Fatal(err)
 	}
