@@ -21,9 +21,9 @@ import (
 // A Root on the state root's files commits through Run.commit (group
 // commit under the run lock, projections after the fsync); a Root on a
 // RemoteStore (RemoteRoot) commits through remoteLog.commit (optimistic:
-// validate against the log's end, append on the condition that it is
-// still the end, validate again on conflict). Both hand the same
-// validation closures to State.apply.
+// validate against the log as far as it has been read, append on the
+// condition that it still ends there, read and validate again on
+// conflict). Both hand the same validation closures to State.apply.
 //
 // Two implementations pass the same conformance suite
 // (store/conformance): FileBackend, the state root's files,

@@ -67,15 +67,19 @@ const (
 	markAge   = time.Second
 )
 
+// maxActs is how many acts a process keeps before it reads the mark to
+// drop those already done: a process that only reads (crew run wait,
+// crew watch) would otherwise keep one per message it sees.
+const maxActs = 1024
+
 // catchUp brings the cached state to the log's end and returns it. The
 // caller holds l.mu and must not keep the state past it.
 func (l *remoteLog) catchUp(ctx context.Context) (*State, error) {
 	if l.st == nil {
-		mark, _, err := l.s.Projected(ctx, l.run)
-		if err != nil {
+		if err := l.readMark(ctx); err != nil {
 			return nil, err
 		}
-		l.st, l.acts, l.from = newState(), nil, mark
+		l.st, l.acts, l.from = newState(), nil, l.mark
 	}
 	st := l.st
 	err := l.s.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
@@ -104,6 +108,9 @@ func (l *remoteLog) catchUp(ctx context.Context) (*State, error) {
 	}
 	if st.Seq == 0 {
 		return nil, fmt.Errorf("run %s on %s holds no events, not even run.created: %w", l.run, l.s, crew.ErrDamaged)
+	}
+	if len(l.acts) > maxActs && l.readMark(ctx) == nil {
+		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= max(l.mark, l.done) })
 	}
 	return st, nil
 }
@@ -234,7 +241,7 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 	// Events between this process's last operation and this one are
 	// other writers'.
 	others := seq-1 > l.done
-	if (!l.markKnown || others) && !l.readMark(ctx) {
+	if (!l.markKnown || others) && l.readMark(ctx) != nil {
 		return
 	}
 	var todo []treeAct
@@ -260,21 +267,21 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 			l.mark, l.markRev, l.markAt = seq, rev, time.Now()
 			return
 		}
-		if !errors.Is(err, crew.ErrConflict) || !l.readMark(ctx) {
+		if !errors.Is(err, crew.ErrConflict) || l.readMark(ctx) != nil {
 			return
 		}
 	}
 }
 
-// readMark reads the projection mark; false when it cannot be read.
-func (l *remoteLog) readMark(ctx context.Context) bool {
+// readMark reads the projection mark.
+func (l *remoteLog) readMark(ctx context.Context) error {
 	mark, rev, err := l.s.Projected(ctx, l.run)
 	if err != nil {
 		l.markKnown = false
-		return false
+		return err
 	}
 	l.mark, l.markRev, l.markKnown = mark, rev, true
-	return true
+	return nil
 }
 
 // bodies is eachBody for a remote log: list is in seq order, and one read

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
@@ -87,4 +89,40 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 // newTestLog is a remoteLog on s for run r1 that projects nothing.
 func newTestLog(s RemoteStore) *remoteLog {
 	return &remoteLog{s: s, run: "r1", project: func([]treeAct) error { return nil }}
+}
+
+// A process that only reads a busy run (crew run wait, crew watch) keeps
+// no more than about maxActs of what the run's messages ask of the mail
+// tree: it drops those the writers have done (the projection mark).
+func TestRemoteReaderKeepsBoundedActs(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
+	if err := s.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
+		t.Fatal(err)
+	}
+	writer, reader := newTestLog(s), newTestLog(natstest.Dial(t, srv.ClientURL(), natsstore.Options{}))
+	steer := func(*State) (*events.Event, error) {
+		return &events.Event{Type: events.MessageSent, Actor: "leader", Message: &events.Message{ID: uuid.NewString(), Kind: events.KindSteer,
+			Direction: events.Inbox, From: "leader", To: "leader", Body: "x", Priority: "normal"}}, nil
+	}
+	most := 0
+	for i := range maxActs + 300 {
+		if _, err := writer.commit(&op{ctx: ctx, fn: steer}); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			if _, err := reader.snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			most = max(most, len(reader.acts))
+		}
+	}
+	if most > maxActs+50 {
+		t.Fatalf("a reader kept %d acts; want at most about %d", most, maxActs)
+	}
+	if len(writer.acts) > markEvery+1 {
+		t.Fatalf("the writer kept %d acts after projecting them", len(writer.acts))
+	}
 }
