@@ -214,6 +214,9 @@ func (e *env) root() (*run.Root, error) {
 	if e.c.Int("max-body") <= 0 {
 		return nil, fmt.Errorf("--max-body must be positive: %w", crew.ErrInvalid)
 	}
+	if n := e.c.Int("nats-replicas"); n < 1 || n > 5 {
+		return nil, fmt.Errorf("--nats-replicas %d: a stream has 1 to 5 replicas: %w", n, crew.ErrInvalid)
+	}
 	if addr := e.c.String("store"); addr != "" {
 		r, err := e.remoteRoot(addr)
 		if err != nil {

@@ -30,8 +30,8 @@ var storeSchemes = []string{"nats://", "tls://", "ws://", "wss://"}
 
 // remoteRoot returns the root on the --store server, dialling it once per
 // command. A --store that names no NATS server, or --dir given with it,
-// or --nats-replicas out of 1..5, is crew.ErrInvalid; a server that
-// cannot be reached is an I/O error naming it and the reason (exit 1).
+// is crew.ErrInvalid; a server that cannot be reached is an I/O error
+// naming it and the reason (exit 1).
 func (e *env) remoteRoot(addr string) (*run.Root, error) {
 	if s, ok := e.c.App.Metadata[storeKey].(*natsstore.Store); ok {
 		return run.RemoteRoot(s), nil
@@ -46,12 +46,8 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 	if !known {
 		return nil, fmt.Errorf("--store %q: give NATS servers as nats://HOST:PORT[,HOST:PORT...] (or tls://): %w", natsstore.Redact(addr), crew.ErrInvalid)
 	}
-	replicas := e.c.Int("nats-replicas")
-	if replicas < 1 || replicas > 5 {
-		return nil, fmt.Errorf("--nats-replicas %d: a stream has 1 to 5 replicas: %w", replicas, crew.ErrInvalid)
-	}
 	s, err := natsstore.Dial(e.c.Context, addr, natsstore.Options{
-		Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: replicas,
+		Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: e.c.Int("nats-replicas"),
 	})
 	if err != nil {
 		return nil, err

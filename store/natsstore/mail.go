@@ -282,17 +282,30 @@ type entry struct {
 // read reads the message at key; a missing key is crew.ErrNotFound, one
 // that does not parse crew.ErrDamaged.
 func (m *Mail) read(ctx context.Context, kv jetstream.KeyValue, agent, key string) (entry, error) {
-	archived := strings.HasPrefix(key, "archive.")
-	name := strings.TrimPrefix(strings.TrimPrefix(key, "archive."+agent+"."), "mail."+agent+".")
-	e := entry{Entry: mailbox.Entry{Name: name, Path: entryPath(key), Archived: archived}, key: key}
 	kve, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return e, noMessage(agent, name)
+		return entry{}, noMessage(agent, entryName(agent, key))
 	}
 	if err != nil {
-		return e, m.failed("read "+e.Path, err)
+		return entry{}, m.failed("read "+entryPath(key), err)
 	}
-	e.data, e.rev = kve.Value(), kve.Revision()
+	return parseEntry(agent, kve)
+}
+
+// entryName is the message name in key (mail.<agent>.<name> or
+// archive.<agent>.<name>).
+func entryName(agent, key string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(key, "archive."+agent+"."), "mail."+agent+".")
+}
+
+// parseEntry makes the entry of agent's message kve; one that does not
+// parse is crew.ErrDamaged.
+func parseEntry(agent string, kve jetstream.KeyValueEntry) (entry, error) {
+	key := kve.Key()
+	name := entryName(agent, key)
+	e := entry{Entry: mailbox.Entry{Name: name, Path: entryPath(key), Archived: strings.HasPrefix(key, "archive.")},
+		key: key, data: kve.Value(), rev: kve.Revision()}
+	var err error
 	if e.Mail, err = mailbox.Parse(e.data); err != nil {
 		return e, fmt.Errorf("mail %s: %w: %w", e.Path, crew.ErrDamaged, err)
 	}
@@ -321,34 +334,38 @@ func (m *Mail) List(agent string, includeArchive bool) ([]mailbox.Entry, []error
 	if err := m.checkBox(agent); err != nil {
 		return nil, nil, err
 	}
-	prefixes := []string{"mail." + agent + "."}
+	filters := []string{"mail." + agent + ".>"}
 	if includeArchive {
-		prefixes = append(prefixes, "archive."+agent+".")
+		filters = append(filters, "archive."+agent+".>")
 	}
 	var out []mailbox.Entry
 	var errs []error
-	for _, p := range prefixes {
-		keys, err := m.keys(p)
+	// One watch delivers the messages' current values, then nil.
+	err := m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
+		w, err := kv.WatchFiltered(ctx, filters, jetstream.IgnoreDeletes())
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		for _, k := range keys {
-			var e entry
-			err := m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) (err error) {
-				e, err = m.read(ctx, kv, agent, k)
-				return err
-			})
-			switch {
-			case errors.Is(err, crew.ErrNotFound):
-				continue // archived or deleted since it was listed
-			case errors.Is(err, crew.ErrDamaged):
-				errs = append(errs, err)
-				continue
-			case err != nil:
-				return nil, nil, err
+		defer w.Stop()
+		for {
+			select {
+			case kve := <-w.Updates():
+				if kve == nil {
+					return nil
+				}
+				e, err := parseEntry(agent, kve)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				out = append(out, e.Entry)
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			out = append(out, e.Entry)
 		}
+	})
+	if err != nil {
+		return nil, nil, m.failed("list the mail of "+agent, err)
 	}
 	slices.SortStableFunc(out, func(a, b mailbox.Entry) int {
 		if c := a.Mail.Timestamp.Compare(b.Mail.Timestamp); c != 0 {

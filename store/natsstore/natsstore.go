@@ -7,8 +7,8 @@
 // seq 1, 2, 3 … stays dense and a cursor read (--since SEQ) starts at
 // the right message without scanning the log.
 //
-// Commit rule. A writer reduces the log to seq N, validates its
-// operation, and publishes the event as seq N+1 with
+// Commit rule. A writer reduces the log as far as it has read it, to seq
+// N, validates its operation, and publishes the event as seq N+1 with
 // Nats-Expected-Last-Subject-Sequence: N. The server stores it only if
 // the subject's last message is still N, so two writers on two machines
 // cannot both append seq N+1: the loser gets crew.ErrConflict, reloads
@@ -18,13 +18,17 @@
 // and the retry learns it was.
 //
 // Durability. The server acknowledges a publish once it is stored; what
-// "stored" means is the server's setting: on a single node, run it with
-// sync_interval: always (fsync before the acknowledgement); on a cluster,
-// give streams replicas (Options.Replicas, --nats-replicas) so that an
-// acknowledged event is on a majority of nodes.
+// "stored" means is the server's setting: run it with sync_interval:
+// always (fsync before the acknowledgement; the default flushes every two
+// minutes, under which the Jepsen analysis of NATS 2.12.1 lost
+// acknowledged writes), and on a cluster give streams replicas
+// (Options.Replicas, --nats-replicas) so that an acknowledged event is
+// on a majority of nodes.
 //
 // Waiting is woken by a subscription (an ordered consumer that delivers
 // the headers of the run's events as they are stored), never by polling.
+// Every consumer is deleted when its reader is done with it (each costs
+// the server work on every event appended).
 //
 // Mail. The per-agent mail tree lives in the key-value bucket MailBucket
 // (see Mail), with the projection mark of each run: how far the run's
