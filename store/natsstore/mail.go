@@ -79,17 +79,30 @@ func (m *Mail) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// do runs f with the bucket, bounded by ctx and one request's timeout.
-// mailbox.Store's methods take no context: they pass
-// context.Background().
+// do runs f with the bucket, each attempt bounded by one request's
+// timeout, trying again (Store.retry) while the server does not answer
+// (a failover), until f returns nil or an answer: mailbox.Store's
+// methods take no context, and pass context.Background().
 func (m *Mail) do(ctx context.Context, f func(ctx context.Context, kv jetstream.KeyValue) error) error {
-	ctx, cancel := m.s.bound(ctx)
-	defer cancel()
-	kv, err := m.bucket(ctx)
-	if err != nil {
-		return err
+	return m.s.retry(ctx, kvAnswer, func(rctx context.Context) error {
+		kv, err := m.bucket(rctx)
+		if err != nil {
+			return err
+		}
+		return f(rctx, kv)
+	})
+}
+
+// kvAnswer reports whether err is an answer that asking again would only
+// repeat: the server's refusal, a key that is not there, or crew's own
+// verdict on the message.
+func kvAnswer(err error) bool {
+	for _, answer := range []error{jetstream.ErrKeyNotFound, jetstream.ErrInvalidKey, crew.ErrInvalid, crew.ErrConflict, crew.ErrNotFound, crew.ErrDamaged} {
+		if errors.Is(err, answer) {
+			return true
+		}
 	}
-	return f(ctx, kv)
+	return refused(err)
 }
 
 func boxKey(agent string) string           { return "box." + agent }
@@ -340,27 +353,33 @@ func (m *Mail) List(agent string, includeArchive bool) ([]mailbox.Entry, []error
 	}
 	var out []mailbox.Entry
 	var errs []error
-	// One watch delivers the messages' current values, then nil.
+	// One watch delivers the messages' current values, then nil; it may
+	// take long for a large mailbox, so what bounds it is the time
+	// between two values, one request's timeout.
 	err := m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
-		w, err := kv.WatchFiltered(ctx, filters, jetstream.IgnoreDeletes())
+		out, errs = nil, nil
+		w, err := kv.WatchFiltered(context.Background(), filters, jetstream.IgnoreDeletes())
 		if err != nil {
 			return err
 		}
 		defer w.Stop()
+		idle := time.NewTimer(m.s.opts.Timeout)
+		defer idle.Stop()
 		for {
 			select {
 			case kve := <-w.Updates():
 				if kve == nil {
 					return nil
 				}
+				idle.Reset(m.s.opts.Timeout)
 				e, err := parseEntry(agent, kve)
 				if err != nil {
 					errs = append(errs, err)
 					continue
 				}
 				out = append(out, e.Entry)
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-idle.C:
+				return fmt.Errorf("no answer in %s", m.s.opts.Timeout)
 			}
 		}
 	})
