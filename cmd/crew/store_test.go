@@ -82,3 +82,27 @@ func TestStoreCreds(t *testing.T) {
 		}
 	}
 }
+
+// An event over the server's max_payload is refused with exit 2, naming
+// both sizes; nothing is written.
+func TestStoreEventOverMaxPayload(t *testing.T) {
+	srv := natstest.Server(t) // max_payload 8 MiB
+	t.Setenv("CREW_RUN", "r1")
+	crew := func(stdin string, args ...string) (string, string, int) {
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"crew", "--store", srv.ClientURL()}, args...), strings.NewReader(stdin), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	for _, args := range [][]string{{"run", "create", "--id", "r1"}, {"task", "add", "t1"}} {
+		if _, errOut, code := crew("", args...); code != 0 {
+			t.Fatalf("crew %v: exit %d: %s", args, code, errOut)
+		}
+	}
+	_, errOut, code := crew(strings.Repeat("x", 9<<20), "steer", "t1", "-", "--max-body", "20000000")
+	if code != 2 || !strings.Contains(errOut, "over the server's max_payload (8388608 bytes") {
+		t.Fatalf("a 9 MiB steer: exit %d, %q; want 2 and the server's max_payload named", code, errOut)
+	}
+	if out, errOut, code := crew("", "events", "--since", "2"); code != 0 || out != "" {
+		t.Fatalf("after the refused steer, crew events --since 2: exit %d, %q, %s; want nothing", code, out, errOut)
+	}
+}
