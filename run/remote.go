@@ -25,7 +25,10 @@ import (
 // validation closures, and both fold events with State.apply. Where the
 // file store serialises writers with the run lock, this one lets them
 // race and lets the server pick the winner (Backend.Append's condition
-// on the last seq); the loser reads what won and validates again.
+// on the last seq); the loser reads what won and validates again. An
+// operation returns once its event is stored and its mail copies are
+// delivered: Run.SetAsync and Run.Sync, which are about the file store's
+// projector, change nothing here.
 type remoteLog struct {
 	s   RemoteStore
 	run string
