@@ -156,8 +156,16 @@ var StopScan = errors.New("stop scan")
 // the event just after a seq gap is handed to both. Scan returns fn's error
 // or an I/O error (which, unlike damage, would repeat on every Next).
 func (c *Cursor) Scan(damage func(*DamageError), fn func(*Event) error) error {
+	return Scan(c.Next, damage, fn)
+}
+
+// Scan is Cursor.Scan for any source of events: next returns them in
+// order, io.EOF at the end and a *DamageError for a damaged place (with
+// the event, when one follows a seq gap), like Cursor.Next. A run kept
+// elsewhere than a file (package run's remote cursor) scans with it.
+func Scan(next func() (Event, error), damage func(*DamageError), fn func(*Event) error) error {
 	for {
-		e, err := c.Next()
+		e, err := next()
 		if err == io.EOF {
 			return nil
 		}

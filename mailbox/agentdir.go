@@ -26,10 +26,16 @@ type AgentDir struct {
 	dir   *os.File // the directory itself, for openat(2) (writeTemp)
 }
 
-// OpenAgent opens agent's mail directory. It refuses an invalid id
-// (crew.ErrInvalid), a missing mailbox (crew.ErrNotFound) and a directory
-// that is a symbolic link.
-func (t Tree) OpenAgent(agent string) (*AgentDir, error) { return t.openDir(agent, false) }
+// OpenAgent implements Store: it opens agent's mail directory as an
+// *AgentDir. It refuses an invalid id (crew.ErrInvalid), a missing
+// mailbox (crew.ErrNotFound) and a directory that is a symbolic link.
+func (t Tree) OpenAgent(agent string) (AgentBox, error) {
+	d, err := t.openDir(agent, false)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
+}
 
 // openDir is OpenAgent; forDelivery names --create-recipient in the
 // message for a missing mailbox.

@@ -136,7 +136,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		rep.Tasks = append(rep.Tasks, rt)
 		byID[t.ID] = rt
 	}
-	c, err := events.Read(r.EventsPath(), 0)
+	c, err := r.Events(0)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
 )
 
 // Backend is the narrow storage interface under a run's log, as
@@ -17,10 +18,12 @@ import (
 // validated against. The operations, the reducer (State.apply) and the
 // task state machine are written once, in this package, on top of it.
 //
-// Status: the file store's operations still commit through Run.commit
-// (group commit, projections) directly; remote.go commits an operation
-// through a Backend (optimistic, retried on conflict), which is how the
-// JetStream store will run them once --store is wired into cmd/crew.
+// A Root on the state root's files commits through Run.commit (group
+// commit under the run lock, projections after the fsync); a Root on a
+// RemoteStore (RemoteRoot) commits through remoteLog.commit (optimistic:
+// validate against the log as far as it has been read, append on the
+// condition that it still ends there, read and validate again on
+// conflict). Both hand the same validation closures to State.apply.
 //
 // Two implementations pass the same conformance suite
 // (store/conformance): FileBackend, the state root's files,
@@ -50,6 +53,29 @@ type Backend interface {
 	// with seq > after (at once if it has one already): by file-system
 	// notification or by a subscription, never by polling alone.
 	Watch(ctx context.Context, run string, after int64) (Waiter, error)
+}
+
+// RemoteStore is a Backend that holds everything a state root holds, for
+// a leader and workers that share no files: the runs' logs, the per-agent
+// mail tree (SPEC §5) and, per run, how far the run's messages have been
+// copied into that tree. natsstore.Store is one: a JetStream stream per
+// run and a key-value bucket for the mail. RemoteRoot opens runs on it.
+type RemoteStore interface {
+	Backend
+	// Mail returns the store's mail tree.
+	Mail() mailbox.Store
+	// Projected returns the seq up to which run's messages have been
+	// copied into the mail tree, with a revision for SetProjected; 0, 0
+	// when nothing is recorded yet.
+	Projected(ctx context.Context, run string) (seq int64, rev uint64, err error)
+	// SetProjected records seq for run if rev is still the record's
+	// revision (0: if there is no record yet), and returns the record's
+	// new revision (compare-and-set); otherwise it returns an error
+	// wrapping crew.ErrConflict and records nothing.
+	SetProjected(ctx context.Context, run string, seq int64, rev uint64) (uint64, error)
+	// String names the store in messages, without credentials
+	// ("nats://10.0.0.5:4222").
+	String() string
 }
 
 // Waiter is what Backend.Watch returns: Wait blocks until the log may

@@ -50,7 +50,9 @@ func CheckOf(e *events.Event) *Check {
 }
 
 // Verify runs the task's done-when command with sh -c in the directory the
-// run was created from (Manifest.Dir), with CREW_RUN and CREW_TASK set,
+// run was created from (Manifest.Dir; for a run in a RemoteStore, the
+// working directory of this process, since the run's creator may be on
+// another machine), with CREW_RUN and CREW_TASK set,
 // standard input empty, bounded by timeout (DefaultDoneTimeout when 0). On
 // Unix the command runs in its own process group, and the whole group is
 // killed at the timeout, so a check's children do not outlive it.
@@ -75,13 +77,22 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*Ch
 	if timeout <= 0 {
 		timeout = DefaultDoneTimeout
 	}
-	if fi, err := os.Stat(r.Manifest.Dir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("task %s: cannot run its check %q: the run's directory %s is gone (a check runs where the run was created): %w", t.ID, t.DoneWhen, r.Manifest.Dir, crew.ErrConflict)
+	dir := r.Manifest.Dir
+	if r.remote != nil {
+		// The run lives on a server, and its creator's directory is on
+		// another machine: the check runs where the process completing
+		// the task runs (the worker's checkout).
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("task %s: cannot run its check %q: the run's directory %s is gone (a check runs where the run was created): %w", t.ID, t.DoneWhen, dir, crew.ErrConflict)
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "sh", "-c", t.DoneWhen)
-	cmd.Dir = r.Manifest.Dir
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CREW_RUN="+r.ID(), "CREW_TASK="+t.ID)
 	out := &tailBuffer{max: CheckTail}
 	cmd.Stdout, cmd.Stderr = out, out

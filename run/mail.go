@@ -22,7 +22,8 @@ type MailOptions struct {
 }
 
 // SendMail delivers a message into an agent's mail tree (SPEC §5),
-// durably: the file and its directory are fsynced before it returns.
+// durably: the file and its directory are fsynced before it returns (on
+// a RemoteStore, the server has stored it).
 // Errors: crew.ErrInvalid for a bad agent id, type, priority or body (or
 // neither body nor subject);
 // crew.ErrNotFound for a recipient without a mailbox.
@@ -60,7 +61,7 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 	if len(o.Body) > root.maxBody() {
 		return mailbox.Mail{}, fmt.Errorf("mail body is %d bytes, over the limit of %d bytes (--max-body): %w", len(o.Body), root.maxBody(), crew.ErrInvalid)
 	}
-	tree := root.MailTree()
+	tree := root.Mail()
 	if !tree.Exists(o.To) {
 		if !o.CreateRecipient {
 			return mailbox.Mail{}, fmt.Errorf("no mailbox for agent %s; send with --create-recipient to create it: %w", o.To, crew.ErrNotFound)
@@ -98,7 +99,7 @@ func firstLine(s string, n int) string {
 // flag), so the run and the mail tree never disagree. An unknown id is
 // crew.ErrNotFound.
 func (root *Root) ReadMail(ctx context.Context, agent string, ids []string) ([]mailbox.Entry, error) {
-	tree := root.MailTree()
+	tree := root.Mail()
 	var out []mailbox.Entry
 	for _, id := range ids {
 		e, err := tree.Find(agent, id)

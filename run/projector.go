@@ -332,8 +332,8 @@ type lockEpoch struct {
 	// is due, at Sync, or before the lock is let go.
 	snapSeq int64
 	pending *State
-	// dirs are the agents' mail directories opened by projections.
-	dirs map[string]*mailbox.AgentDir
+	// dirs are the agents' mailboxes opened by projections.
+	dirs map[string]mailbox.AgentBox
 }
 
 // forget closes what e holds open and empties it.

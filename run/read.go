@@ -83,8 +83,12 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 // mailbox files from a cursor, side by side with the list (both are in seq
 // order), so it holds one message at a time; a message the projection does
 // not hold (yet) is read from the log. A mailbox file in which it met
-// damage is rebuilt from the log afterwards.
+// damage is rebuilt from the log afterwards. A run in a RemoteStore has no
+// mailbox files: its log is read from the first entry on.
 func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
+	if r.remote != nil {
+		return r.remote.bodies(context.Background(), list, fn)
+	}
 	type cursor struct {
 		c   *mailbox.Cursor
 		cur *events.Message
@@ -139,15 +143,21 @@ func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
 			}
 			m = *e.Message
 		}
-		m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
-		if m.To == events.Broadcast {
-			m.To = o.Task
-		}
-		if err := fn(&m); err != nil {
+		if err := fn(withStatus(&m, o)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// withStatus gives the stored message m its current status, from its
+// open entry o, and a broadcast the recipient of o, as readers show it.
+func withStatus(m *events.Message, o *Open) *events.Message {
+	m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
+	if m.To == events.Broadcast {
+		m.To = o.Task
+	}
+	return m
 }
 
 // healMailbox rebuilds from the log a mailbox file in which a reader met
@@ -155,6 +165,38 @@ func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
 // fallen back to the log, and a read-only state root is left as it is.
 func (r *Run) healMailbox(file string) {
 	r.exclusive(func() error { return r.rebuildMailbox(file) })
+}
+
+// EventCursor reads a run's events from a seq on, in order: Next returns
+// the next event, io.EOF at the end of the log (and, called again later,
+// what was appended meanwhile), a *events.DamageError for a damaged line
+// of a file log (then goes on); Scan is events.Scan over Next.
+type EventCursor interface {
+	Next() (events.Event, error)
+	Scan(damage func(*events.DamageError), fn func(*events.Event) error) error
+	Close() error
+}
+
+// Events returns a cursor on the run's log after seq since (0: the whole
+// log): a binary search into events.jsonl, or reads from the RemoteStore
+// from since+1 on. Every reader of the log (events, watch, await, run
+// report) reads through it, whichever store the run is in. Close it.
+func (r *Run) Events(since int64) (EventCursor, error) {
+	if r.remote != nil {
+		return &remoteCursor{l: r.remote, seq: since}, nil
+	}
+	return events.Read(r.EventsPath(), since)
+}
+
+// scan calls fn with the run's events after since (events.Scan: damage
+// skipped, StopScan ends it).
+func (r *Run) scan(since int64, fn func(*events.Event) error) error {
+	c, err := r.Events(since)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Scan(nil, fn)
 }
 
 // eventAt reads the event with the given seq from the log.
@@ -414,13 +456,8 @@ func uuidCheck(id string) (string, error) {
 // itself if it was among the recipients, else "". It reads the whole log:
 // it serves only error paths.
 func (r *Run) closedStatus(id, participant string) (status, to string, err error) {
-	c, err := events.Read(r.EventsPath(), 0)
-	if err != nil {
-		return "", "", err
-	}
-	defer c.Close()
 	broadcast := false
-	err = c.Scan(nil, func(e *events.Event) error {
+	err = r.scan(0, func(e *events.Event) error {
 		if m := e.Message; m != nil && m.ID == id {
 			status = events.StatusPending
 			switch {
@@ -526,13 +563,8 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 // response (returned), a timeout or a terminal task (crew.ErrConflict). It
 // returns nil, nil when the question is still open.
 func (r *Run) answer(questionID, taskID string, since int64) (*events.Message, error) {
-	c, err := events.Read(r.EventsPath(), since)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
 	var answer *events.Message
-	err = c.Scan(nil, func(e *events.Event) error {
+	err := r.scan(since, func(e *events.Event) error {
 		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo == questionID {
 			m := *e.Message
 			answer = &m

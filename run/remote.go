@@ -3,7 +3,11 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -11,77 +15,168 @@ import (
 	"github.com/crew-dev/crew/events"
 )
 
-// remoteLog is a run's log in a Backend other than the state root's files
-// (NATS JetStream), with the state this process has reduced from it. The
-// state is a replay of the log (no snapshot is stored in the backend
-// yet); each call reads only what was appended since the last.
+// remoteLog is a run's log in a RemoteStore (NATS JetStream), with the
+// state this process has reduced from it. The state is a replay of the
+// log (no snapshot is kept on the server); each call reads only what was
+// appended since the last.
 //
-// It is the second commit path beside commit in store.go, and the only
+// It is the second commit path beside commitOp in store.go, and the only
 // other one: the operations (ops.go, read.go) hand both the same
-// validation function, and both fold events with State.apply.
+// validation closures, and both fold events with State.apply. Where the
+// file store serialises writers with the run lock, this one lets them
+// race and lets the server pick the winner (Backend.Append's condition
+// on the last seq); the loser reads what won and validates again. An
+// operation returns once its event is stored and its mail copies are
+// delivered: Run.SetAsync and Run.Sync, which are about the file store's
+// projector, change nothing here.
 type remoteLog struct {
-	b   Backend
+	s   RemoteStore
 	run string
+	// project delivers the mail-tree copies and read flags that acts ask
+	// for (Run.projectTree, as the file store does after its fsync).
+	project func([]treeAct) error
 
 	mu sync.Mutex
 	st *State // as of st.Seq; nil until first read
+	// acts are what the events after from ask of the mail tree, not yet
+	// known to be done: from is the projection mark (RemoteStore.
+	// Projected) when st was started, so a process that replays a long
+	// log keeps only the few acts that may still be missing.
+	acts []treeAct
+	from int64
+	// mark and markRev are the projection mark as this process last read
+	// or set it (markKnown false: not read yet); a compare-and-set on a
+	// revision another process has moved fails, and the mark is read
+	// again. markAt is when this process last set it.
+	mark      int64
+	markRev   uint64
+	markKnown bool
+	markAt    time.Time
+	// done is the seq up to which this process has delivered every copy
+	// (at least as far as mark), which the mark may lag behind.
+	done int64
 }
 
-// state returns the run's state at the log's current end: the cached
-// state brought up to date. The caller must not keep it past the next
-// call (it is the cache).
-func (l *remoteLog) state(ctx context.Context) (*State, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.catchUp(ctx)
-}
+// While a process is the run's only writer, the projection mark may lag
+// behind what it has delivered by up to markEvery events or markAge: a
+// writer that dies leaves its successor at most that much to deliver
+// again (each delivery is idempotent), and an operation costs one write
+// less. A process that has not set the mark yet (a crew command) sets
+// it, and so does one that finds other writers' events since its last
+// operation: their copies are theirs to deliver, and the mark, read
+// first, says which they have.
+const (
+	markEvery = 32
+	markAge   = time.Second
+)
 
+// maxActs is how many acts a process keeps before it reads the mark to
+// drop those already done: a process that only reads (crew run wait,
+// crew watch) would otherwise keep one per message it sees.
+const maxActs = 1024
+
+// catchUp brings the cached state to the log's end and returns it. The
+// caller holds l.mu and must not keep the state past it.
 func (l *remoteLog) catchUp(ctx context.Context) (*State, error) {
 	if l.st == nil {
-		l.st = newState()
+		if err := l.readMark(ctx); err != nil {
+			return nil, err
+		}
+		l.st, l.acts, l.from = newState(), nil, l.mark
 	}
 	st := l.st
-	err := l.b.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
-		if err := st.apply(e); err != nil {
+	err := l.s.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
+		if e.Seq > l.from {
+			st.acts = &l.acts
+		}
+		err := st.apply(e)
+		st.acts = nil
+		if err != nil {
 			st.Damage = append(st.Damage, err.Error())
 			st.Seq = e.Seq
 		}
 		return nil
 	})
-	if err != nil {
-		if errors.Is(err, crew.ErrDamaged) {
+	if errors.Is(err, crew.ErrDamaged) {
+		// A message of the stream that is no event: readers say so
+		// (exit 7) and writers refuse, as with a damaged file log.
+		if !slices.Contains(st.Damage, err.Error()) {
 			st.Damage = append(st.Damage, err.Error())
-			return st, nil
 		}
+		return st, nil
+	}
+	if err != nil {
 		l.st = nil // start again from the log next time
 		return nil, err
+	}
+	if st.Seq == 0 {
+		return nil, fmt.Errorf("run %s on %s holds no events, not even run.created: %w", l.run, l.s, crew.ErrDamaged)
+	}
+	if len(l.acts) > maxActs && l.readMark(ctx) == nil {
+		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= max(l.mark, l.done) })
 	}
 	return st, nil
 }
 
-// commit validates fn against the state at the log's end and appends its
-// event as the next seq, on the condition that the log still ends there
-// (Backend.Append). When another writer appended first, it reads what
-// was appended and validates again: fn runs once per attempt, so it
-// must not have effects of its own. One operation id (Nats-Msg-Id)
-// serves every attempt, so an append whose acknowledgement was lost is
-// stored once.
-func (l *remoteLog) commit(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
+// snapshot returns a copy of the run's state at the log's end, open
+// messages included (what Run.read returns for every kind of reader).
+func (l *remoteLog) snapshot(ctx context.Context) (*State, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := l.catchUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return copyState(st), nil
+}
+
+// commit is commitOp for a remote log. It validates o.fn against the
+// state it has and appends fn's event as the next seq, on the condition
+// that the log still ends there (Backend.Append): a state that is behind
+// the log fails that condition, so it need not be read first. When
+// another writer appended first, or fn refuses (or has nothing to do) on
+// a state that may be behind, it reads what was appended and validates
+// again: fn runs once per attempt, so it must not have effects of its
+// own. One operation id (Nats-Msg-Id) serves every attempt, so an append
+// whose acknowledgement was lost is stored once. o.side, a state the
+// caller read (Run.EachInbox), is brought up to the new event too. Then
+// the event's mail-tree copies are delivered (projectUpTo).
+func (l *remoteLog) commit(o *op) (*events.Event, error) {
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	opID, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	current := false // st is known to be at the log's end
 	for {
-		st, err := l.catchUp(ctx)
-		if err != nil {
-			return nil, err
+		st := l.st
+		if st == nil || !current && len(st.Damage) > 0 {
+			if st, err = l.catchUp(ctx); err != nil {
+				return nil, err
+			}
+			current = true
 		}
 		if err := st.Err(); err != nil {
 			return nil, err // writers refuse a damaged log, as in the file store
 		}
-		ev, err := fn(st)
+		if err := ctx.Err(); err != nil {
+			return nil, err // cancelled (Ctrl-C): nothing is done
+		}
+		ev, err := o.fn(st)
+		if (err != nil || ev == nil) && !current {
+			// Refused, or nothing to do, on what this process last saw:
+			// the log may have moved on since. Look.
+			if _, err := l.catchUp(ctx); err != nil {
+				return nil, err
+			}
+			current = true
+			continue
+		}
 		if err != nil || ev == nil {
 			return nil, err
 		}
@@ -93,16 +188,190 @@ func (l *remoteLog) commit(ctx context.Context, fn func(*State) (*events.Event, 
 		if m := ev.Message; m != nil {
 			m.Seq, m.Run, m.SentAt, m.Status = ev.Seq, l.run, ev.At, events.StatusPending
 		}
-		err = l.b.Append(ctx, ev, opID.String())
+		err = l.s.Append(ctx, ev, opID.String())
 		if errors.Is(err, crew.ErrConflict) {
-			continue // another writer took this seq: validate again against what it wrote
+			// Another writer took this seq: validate again against what
+			// it wrote.
+			if _, err := l.catchUp(ctx); err != nil {
+				return nil, err
+			}
+			current = true
+			continue
 		}
 		if err != nil {
 			return nil, err
 		}
+		// Committed. What follows is best effort, as the file store's
+		// projections are: the next writer catches up what is missed.
+		st.acts = &l.acts
 		if err := st.apply(ev); err != nil {
 			l.st = nil
 		}
+		st.acts = nil
+		bg := context.WithoutCancel(ctx)
+		if o.side != nil {
+			l.bringUp(bg, o.side, ev)
+		}
+		l.projectUpTo(bg, ev.Seq)
 		return ev, nil
 	}
 }
+
+// bringUp folds into side, a state read before ev was committed, the
+// events between it and ev, then ev.
+func (l *remoteLog) bringUp(ctx context.Context, side *State, ev *events.Event) {
+	if side.Seq < ev.Seq-1 {
+		l.s.Read(ctx, l.run, side.Seq, func(e *events.Event) error {
+			if e.Seq >= ev.Seq {
+				return events.StopScan
+			}
+			side.apply(e)
+			return nil
+		})
+	}
+	side.apply(ev)
+}
+
+// projectUpTo delivers the mail-tree copies of the events up to seq that
+// neither the projection mark nor this process has delivered, and moves
+// the mark (compare-and-set, so marks only grow; see markEvery). Every
+// step is idempotent (a copy keeps its name; a read flag set twice is
+// set), so two writers projecting the same events is harmless, and the
+// copies of a writer that died after its append are delivered by the
+// next, as SPEC §5 asks of the file store. A failure leaves the mark
+// where it was, and the next operation tries again.
+func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
+	// Events between this process's last operation and this one are
+	// other writers'.
+	others := seq-1 > l.done
+	if (!l.markKnown || others) && l.readMark(ctx) != nil {
+		return
+	}
+	var todo []treeAct
+	for _, a := range l.acts {
+		if a.seq > max(l.mark, l.done) && a.seq <= seq {
+			todo = append(todo, a)
+		}
+	}
+	if l.project(todo) != nil {
+		return
+	}
+	l.done = seq
+	l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= seq })
+	if !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
+		return
+	}
+	for range 5 {
+		if l.mark >= seq {
+			return // another writer has moved it past
+		}
+		rev, err := l.s.SetProjected(ctx, l.run, seq, l.markRev)
+		if err == nil {
+			l.mark, l.markRev, l.markAt = seq, rev, time.Now()
+			return
+		}
+		if !errors.Is(err, crew.ErrConflict) || l.readMark(ctx) != nil {
+			return
+		}
+	}
+}
+
+// readMark reads the projection mark.
+func (l *remoteLog) readMark(ctx context.Context) error {
+	mark, rev, err := l.s.Projected(ctx, l.run)
+	if err != nil {
+		l.markKnown = false
+		return err
+	}
+	l.mark, l.markRev, l.markKnown = mark, rev, true
+	return nil
+}
+
+// bodies is eachBody for a remote log: list is in seq order, and one read
+// of the log from its first entry's seq picks their messages.
+func (l *remoteLog) bodies(ctx context.Context, list []*Open, fn func(*events.Message) error) error {
+	if len(list) == 0 {
+		return nil
+	}
+	i := 0
+	err := l.s.Read(ctx, l.run, list[0].Seq-1, func(e *events.Event) error {
+		for ; i < len(list) && list[i].Seq == e.Seq; i++ {
+			if e.Message == nil || e.Message.ID != list[i].ID {
+				return fmt.Errorf("seq %d of run %s does not hold message %s: %w", e.Seq, l.run, list[i].ID, crew.ErrDamaged)
+			}
+			m := *e.Message
+			if err := fn(withStatus(&m, list[i])); err != nil {
+				return err
+			}
+		}
+		if i == len(list) {
+			return events.StopScan
+		}
+		return nil
+	})
+	if err == events.StopScan {
+		err = nil
+	}
+	if err == nil && i < len(list) {
+		err = fmt.Errorf("run %s on %s has no event with seq %d (message %s): %w", l.run, l.s, list[i].Seq, list[i].ID, crew.ErrDamaged)
+	}
+	return err
+}
+
+// watch returns a Waiter that wakes when an event is appended after
+// watch was called (Backend.Watch from the log's current head).
+func (l *remoteLog) watch(ctx context.Context) (Waiter, error) {
+	head, err := l.s.Head(ctx, l.run)
+	if err != nil {
+		return nil, err
+	}
+	return l.s.Watch(ctx, l.run, head)
+}
+
+// errWaiter is a Waiter that could not be started: Wait returns why.
+type errWaiter struct{ err error }
+
+func (w errWaiter) Wait(context.Context) error { return w.err }
+func (w errWaiter) Close() error               { return nil }
+
+// remoteBatch is how many events a remote cursor reads from the store at
+// a time.
+const remoteBatch = 512
+
+// remoteCursor is an EventCursor on a remote log: it reads the store in
+// batches of remoteBatch from the seq it has reached, and at the end of
+// the log returns io.EOF, then later what was appended meanwhile, as a
+// file cursor does.
+type remoteCursor struct {
+	l   *remoteLog
+	seq int64 // the seq of the last event returned
+	buf []*events.Event
+}
+
+func (c *remoteCursor) Next() (events.Event, error) {
+	if len(c.buf) == 0 {
+		err := c.l.s.Read(context.Background(), c.l.run, c.seq, func(e *events.Event) error {
+			c.buf = append(c.buf, e)
+			if len(c.buf) == remoteBatch {
+				return events.StopScan
+			}
+			return nil
+		})
+		if err != nil && err != events.StopScan {
+			return events.Event{}, err
+		}
+		if len(c.buf) == 0 {
+			return events.Event{}, io.EOF
+		}
+	}
+	e := c.buf[0]
+	c.buf = c.buf[1:]
+	c.seq = e.Seq
+	return *e, nil
+}
+
+func (c *remoteCursor) Scan(damage func(*events.DamageError), fn func(*events.Event) error) error {
+	return events.Scan(c.Next, damage, fn)
+}
+
+func (c *remoteCursor) Close() error { return nil }

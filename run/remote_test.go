@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
@@ -22,28 +24,21 @@ import (
 func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	dial := func() *natsstore.Store {
-		s, err := natsstore.Dial(ctx, srv.ClientURL(), natsstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	dial := func() *natsstore.Store { return natstest.Dial(t, srv.ClientURL(), natsstore.Options{}) }
 	a, b := dial(), dial()
 	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
 	if err := a.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
 		t.Fatal(err)
 	}
 	spec, _ := json.Marshal(TaskSpec{Agent: "t1"})
-	la, lb := &remoteLog{b: a, run: "r1"}, &remoteLog{b: b, run: "r1"}
-	if _, err := la.commit(ctx, func(*State) (*events.Event, error) {
+	la, lb := newTestLog(a), newTestLog(b)
+	if _, err := la.commit(&op{ctx: ctx, fn: func(*State) (*events.Event, error) {
 		return &events.Event{Type: events.TaskCreated, Task: "t1", To: string(task.Pending), Data: spec}, nil
-	}); err != nil {
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	// Both states are read before either writes.
-	if _, err := lb.state(ctx); err != nil {
+	if _, err := lb.snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	start := func(st *State) (*events.Event, error) {
@@ -63,7 +58,7 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = l.commit(ctx, start)
+			_, errs[i] = l.commit(&op{ctx: ctx, fn: start})
 		}()
 	}
 	wg.Wait()
@@ -81,12 +76,53 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	if ok != 1 || conflict != 1 {
 		t.Fatalf("errors %v: want one success and one conflict", errs)
 	}
-	fresh := &remoteLog{b: dial(), run: "r1"}
-	st, err := fresh.state(ctx)
+	fresh := newTestLog(dial())
+	st, err := fresh.snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Seq != 3 || st.Tasks["t1"].Status != task.Running || st.Tasks["t1"].Attempts != 1 {
 		t.Fatalf("state at seq %d: t1 %+v; want seq 3, running, started once", st.Seq, st.Tasks["t1"])
+	}
+}
+
+// newTestLog is a remoteLog on s for run r1 that projects nothing.
+func newTestLog(s RemoteStore) *remoteLog {
+	return &remoteLog{s: s, run: "r1", project: func([]treeAct) error { return nil }}
+}
+
+// A process that only reads a busy run (crew run wait, crew watch) keeps
+// no more than about maxActs of what the run's messages ask of the mail
+// tree: it drops those the writers have done (the projection mark).
+func TestRemoteReaderKeepsBoundedActs(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
+	if err := s.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
+		t.Fatal(err)
+	}
+	writer, reader := newTestLog(s), newTestLog(natstest.Dial(t, srv.ClientURL(), natsstore.Options{}))
+	steer := func(*State) (*events.Event, error) {
+		return &events.Event{Type: events.MessageSent, Actor: "leader", Message: &events.Message{ID: uuid.NewString(), Kind: events.KindSteer,
+			Direction: events.Inbox, From: "leader", To: "leader", Body: "x", Priority: "normal"}}, nil
+	}
+	most := 0
+	for i := range maxActs + 300 {
+		if _, err := writer.commit(&op{ctx: ctx, fn: steer}); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			if _, err := reader.snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			most = max(most, len(reader.acts))
+		}
+	}
+	if most > maxActs+50 {
+		t.Fatalf("a reader kept %d acts; want at most about %d", most, maxActs)
+	}
+	if len(writer.acts) > markEvery+1 {
+		t.Fatalf("the writer kept %d acts after projecting them", len(writer.acts))
 	}
 }

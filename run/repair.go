@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
@@ -51,7 +52,13 @@ type repairData struct {
 // and renamed over the old one. Then tasks.json, the mailbox files and the
 // mail-tree copies are rebuilt from the log. A healthy log is left
 // untouched and only the projections are rebuilt.
+//
+// A run in a RemoteStore has no files to repair: Repair returns an error
+// wrapping crew.ErrInvalid (exit 2) and does nothing.
 func (r *Run) Repair(ctx context.Context) (rep *RepairReport, err error) {
+	if r.remote != nil {
+		return nil, fmt.Errorf("run %s lives on %s, not in files: its log is a JetStream stream that takes whole events only, and there are no projection files to rebuild; crew repair is for runs under a .crew directory: %w", r.ID(), r.root, crew.ErrInvalid)
+	}
 	err = r.exclusive(func() error {
 		rep, err = r.repair(ctx)
 		return err

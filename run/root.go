@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -23,12 +24,35 @@ import (
 // .git.
 const DirName = ".crew"
 
-// Root is a state root: the .crew directory holding state/runs and
-// state/mail.
+// Root is a state root: where runs and the per-agent mail tree live.
+// Find and Init return one on the file system, the .crew directory
+// holding state/runs and state/mail; RemoteRoot returns one on a
+// RemoteStore (NATS JetStream), with no directory at all. The runs it
+// opens have the same operations either way; only their store differs.
 type Root struct {
-	Dir     string    // absolute path of the .crew directory
+	Dir     string    // absolute path of the .crew directory; "" on a RemoteStore
 	Perm    crew.Perm // modes for new files and directories
 	MaxBody int       // largest message body in bytes; 0 means DefaultMaxBody
+
+	remote RemoteStore // set: runs and mail live there, not under Dir
+}
+
+// RemoteRoot returns a root whose runs and mail tree live in s (a
+// natsstore.Store: NATS JetStream), for a leader and workers that share
+// no files. It touches no file.
+func RemoteRoot(s RemoteStore) *Root { return &Root{remote: s} }
+
+// Remote returns the RemoteStore the root lives in, or nil for a root on
+// the file system.
+func (r *Root) Remote() RemoteStore { return r.remote }
+
+// String names the root in messages: its directory, or its store
+// ("nats://10.0.0.5:4222", without credentials).
+func (r *Root) String() string {
+	if r.remote != nil {
+		return r.remote.String()
+	}
+	return r.Dir
 }
 
 // DefaultMaxBody is the default body limit (SPEC §2): 1 MiB.
@@ -104,9 +128,19 @@ func mkdir(dir string, perm crew.Perm) error {
 
 func (r *Root) runsDir() string { return filepath.Join(r.Dir, "state", "runs") }
 
-// MailTree returns the per-agent mail tree of this root (SPEC §5).
+// MailTree returns the per-agent mail tree of a root on the file system
+// (SPEC §5): .crew/state/mail.
 func (r *Root) MailTree() mailbox.Tree {
 	return mailbox.Tree{Root: filepath.Join(r.Dir, "state", "mail"), Perm: r.Perm}
+}
+
+// Mail returns the root's per-agent mail tree: MailTree on the file
+// system, the RemoteStore's otherwise.
+func (r *Root) Mail() mailbox.Store {
+	if r.remote != nil {
+		return r.remote.Mail()
+	}
+	return r.MailTree()
 }
 
 func (r *Root) maxBody() int {
@@ -147,7 +181,8 @@ func NewRunID(now time.Time) string {
 // holding run.created, the mailbox directory and the leader's mail
 // directory. The log is written to a temporary file, fsynced and renamed
 // into place (then the directory fsynced), so a run either exists whole or
-// not at all. An id already in use (in any letter case) is
+// not at all. On a RemoteStore the run is its log's first event there
+// (createRemote). An id already in use (in any letter case) is
 // crew.ErrConflict; a bad id is crew.ErrInvalid.
 func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	now := events.Now()
@@ -173,6 +208,15 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 		}
 		opts.Dir = wd
 	}
+	m := Manifest{ID: opts.ID, Title: opts.Title, Leader: opts.Leader, CreatedAt: now, Dir: opts.Dir}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	ev := events.Event{Seq: 1, At: now, Type: events.RunCreated, Run: m.ID, Actor: m.Leader, Data: data}
+	if r.remote != nil {
+		return r.createRemote(&ev)
+	}
 	if err := mkdir(r.runsDir(), r.Perm); err != nil {
 		return nil, err
 	}
@@ -185,12 +229,6 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 			return nil, fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
 		}
 	}
-	m := Manifest{ID: opts.ID, Title: opts.Title, Leader: opts.Leader, CreatedAt: now, Dir: opts.Dir}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	ev := events.Event{Seq: 1, At: now, Type: events.RunCreated, Run: m.ID, Actor: m.Leader, Data: data}
 	line, err := events.Marshal(&ev)
 	if err != nil {
 		return nil, err
@@ -256,11 +294,29 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	return r.Open(m.ID)
 }
 
+// createRemote is Create on a RemoteStore: the run's log starts with its
+// run.created event (Backend.CreateRun: on NATS, a new stream), and the
+// leader gets a mailbox.
+func (r *Root) createRemote(first *events.Event) (*Run, error) {
+	if err := r.remote.CreateRun(context.Background(), first); err != nil {
+		return nil, err
+	}
+	if err := r.remote.Mail().Create(first.Actor); err != nil {
+		return nil, err
+	}
+	return r.Open(first.Run)
+}
+
 // createMailbox makes agent's mailbox in the mail tree if it has none, and
 // returns a function that removes it again if this call made it, for an
 // operation that then fails: a failed operation leaves every file as it
-// was (SPEC §7.5). The function removes only empty directories.
+// was (SPEC §7.5). The function removes only empty directories. On a
+// RemoteStore the mailbox stays (an empty mailbox, which the agent's
+// first run message would create anyway).
 func (r *Root) createMailbox(agent string) (undo func(), err error) {
+	if r.remote != nil {
+		return func() {}, r.remote.Mail().Create(agent)
+	}
 	tree := r.MailTree()
 	if _, err := os.Lstat(tree.Dir(agent)); err == nil || crew.ValidateID("agent", agent) != nil {
 		// There already (or a link, which Create refuses): not ours to remove.
@@ -278,8 +334,13 @@ func (r *Root) createMailbox(agent string) (undo func(), err error) {
 }
 
 // runIDs lists the run directories (hidden ones, runs being created, are
-// skipped).
+// skipped), or the runs of the RemoteStore, sorted.
 func (r *Root) runIDs() ([]string, error) {
+	if r.remote != nil {
+		ids, err := r.remote.Runs(context.Background())
+		sort.Strings(ids)
+		return ids, err
+	}
 	ents, err := os.ReadDir(r.runsDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -305,7 +366,7 @@ func (r *Root) List() (runs []Manifest, bad []error, err error) {
 		return nil, nil, err
 	}
 	for _, id := range ids {
-		m, err := readManifest(filepath.Join(r.runsDir(), id))
+		m, err := r.manifest(id)
 		if err != nil {
 			bad = append(bad, err)
 			continue
@@ -314,6 +375,27 @@ func (r *Root) List() (runs []Manifest, bad []error, err error) {
 	}
 	sort.SliceStable(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt.Time) })
 	return runs, bad, nil
+}
+
+// manifest returns run id's manifest: manifest.json, or on a
+// RemoteStore the Data of the run's first event (run.created).
+func (r *Root) manifest(id string) (Manifest, error) {
+	if r.remote == nil {
+		return readManifest(filepath.Join(r.runsDir(), id))
+	}
+	var m Manifest
+	var first *events.Event
+	err := r.remote.Read(context.Background(), id, 0, func(e *events.Event) error {
+		first = e
+		return events.StopScan
+	})
+	if err != nil && err != events.StopScan {
+		return m, err
+	}
+	if first == nil || first.Type != events.RunCreated || json.Unmarshal(first.Data, &m) != nil || m.ID != id {
+		return m, fmt.Errorf("run %s on %s does not start with its run.created event: %w", id, r.remote, crew.ErrDamaged)
+	}
+	return m, nil
 }
 
 func readManifest(dir string) (Manifest, error) {
@@ -333,6 +415,15 @@ func readManifest(dir string) (Manifest, error) {
 func (r *Root) Open(id string) (*Run, error) {
 	if err := crew.ValidateID("run", id); err != nil {
 		return nil, err
+	}
+	if r.remote != nil {
+		m, err := r.manifest(id)
+		if err != nil {
+			return nil, err
+		}
+		run := &Run{root: r, Manifest: m}
+		run.remote = &remoteLog{s: r.remote, run: id, project: run.projectTree}
+		return run, nil
 	}
 	dir := filepath.Join(r.runsDir(), id)
 	st, err := os.Lstat(dir)

@@ -72,7 +72,8 @@ type State struct {
 	// Open is keyed by message id, or id@task for a broadcast's copy. It
 	// is nil in a state read for its tasks only (Run.TaskState), and
 	// holds one participant's messages only in a state read for one
-	// reader.
+	// reader (on the file store: a run in a RemoteStore always has the
+	// whole state at hand, and gives every reader all of it).
 	Open   map[string]*Open `json:"-"`
 	Damage []string         `json:"damage,omitempty"` // damage met while reducing the log; readers exit 7
 	// Files is the seq of the last message of each mailbox file, by

@@ -48,12 +48,14 @@ type Run struct {
 	// open.jsonl as this process last read or wrote it (openSnapshotState)
 	openSeq, openCount atomic.Int64
 	openKnown          atomic.Bool
+
+	remote *remoteLog // set: the run lives in a RemoteStore (NATS), not in dir (see remote.go)
 }
 
 // ID returns the run id.
 func (r *Run) ID() string { return r.Manifest.ID }
 
-// Dir returns the run directory.
+// Dir returns the run directory ("" for a run in a RemoteStore).
 func (r *Run) Dir() string { return r.dir }
 
 // Root returns the state root the run lives in.
@@ -111,6 +113,9 @@ func (r *Run) commitOpen(ctx context.Context, fn func(*State) (*events.Event, er
 // commitOp queues o and returns when its event is durable and, unless the
 // Run is asynchronous, projected.
 func (r *Run) commitOp(o *op) (*events.Event, error) {
+	if r.remote != nil { // a RemoteStore: optimistic commit (remote.go)
+		return r.remote.commit(o)
+	}
 	defer func() {
 		if o.job != nil && !r.isAsync() {
 			<-o.job.done
@@ -552,6 +557,9 @@ func (r *Run) stateFor(participant string) (*State, error) {
 // read returns the state from a snapshot plus the log after it, up to the
 // log's last complete line.
 func (r *Run) read(snapshot func() *State) (*State, error) {
+	if r.remote != nil { // a RemoteStore: the state this process reduced from the log (remote.go)
+		return r.remote.snapshot(context.Background())
+	}
 	st := snapshot()
 	fi, err := os.Stat(r.EventsPath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -659,7 +667,7 @@ func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[str
 // once, which writes it once instead of twice. It returns the errors met,
 // joined.
 func (r *Run) projectTree(acts []treeAct) error {
-	tree := r.root.MailTree()
+	tree := r.root.Mail()
 	fresh := map[string]int{} // agent/id of a fresh copy -> its act
 	byAgent := map[string][]*treeAct{}
 	var agents []string
@@ -804,7 +812,7 @@ var mailTypes = map[string]string{
 // opened, the mailbox created if it has none, since a run message is
 // delivered to every recipient. Different agents' directories may be used
 // at once; one agent's by one goroutine at a time.
-func (r *Run) mailDir(tree mailbox.Tree, agent string) (*mailbox.AgentDir, error) {
+func (r *Run) mailDir(tree mailbox.Store, agent string) (mailbox.AgentBox, error) {
 	r.hmu.Lock()
 	d := r.held.dirs[agent]
 	r.hmu.Unlock()
@@ -823,7 +831,7 @@ func (r *Run) mailDir(tree mailbox.Tree, agent string) (*mailbox.AgentDir, error
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
 	if r.held.dirs == nil {
-		r.held.dirs = map[string]*mailbox.AgentDir{}
+		r.held.dirs = map[string]mailbox.AgentBox{}
 	}
 	r.held.dirs[agent] = d
 	return d, nil
@@ -833,7 +841,7 @@ func (r *Run) mailDir(tree mailbox.Tree, agent string) (*mailbox.AgentDir, error
 // a projection of the fsynced log, so it is not fsynced itself (SPEC §5);
 // a copy lost in a crash is delivered again, under the same name. A fresh
 // message (committed by this projection's batch) has no copy anywhere yet.
-func deliverCopy(d *mailbox.AgentDir, m *events.Message, read, fresh bool) error {
+func deliverCopy(d mailbox.AgentBox, m *events.Message, read, fresh bool) error {
 	subject := fmt.Sprintf("%s from %s (run %s, task %s)", m.Kind, m.From, m.Run, m.Task)
 	mail := mailbox.Mail{
 		ID: m.ID, From: m.From, To: d.Agent(), Type: mailTypes[m.Kind], Subject: subject, Body: m.Body,

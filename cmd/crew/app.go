@@ -19,12 +19,12 @@ import (
 )
 
 // Global flags: accepted before or after the command name.
-var globalFlags = []cli.Flag{
+var globalFlags = append([]cli.Flag{
 	&cli.StringFlag{Name: "dir", Usage: "state root `DIR` (default: the nearest .crew above the working directory)", EnvVars: []string{"CREW_DIR"}},
 	&cli.BoolFlag{Name: "json", Usage: "machine output: one JSON object per record, one per line", EnvVars: []string{"CREW_JSON"}},
 	&cli.BoolFlag{Name: "shared-group", Usage: "create files 0660 and directories 2770 (group-shared) instead of 0600/0700"},
 	&cli.IntFlag{Name: "max-body", Usage: "largest message body in `BYTES`", Value: run.DefaultMaxBody},
-}
+}, storeFlags...)
 
 // Identity flags of commands that act in a run.
 var (
@@ -208,8 +208,23 @@ func (e *env) perm() crew.Perm {
 	return crew.PrivatePerm
 }
 
-// root finds the state root: --dir / CREW_DIR, else the nearest .crew.
+// root finds the state root: the NATS servers of --store / CREW_STORE,
+// else --dir / CREW_DIR, else the nearest .crew.
 func (e *env) root() (*run.Root, error) {
+	if e.c.Int("max-body") <= 0 {
+		return nil, fmt.Errorf("--max-body must be positive: %w", crew.ErrInvalid)
+	}
+	if n := e.c.Int("nats-replicas"); n < 1 || n > 5 {
+		return nil, fmt.Errorf("--nats-replicas %d: a stream has 1 to 5 replicas: %w", n, crew.ErrInvalid)
+	}
+	if addr := e.c.String("store"); addr != "" {
+		r, err := e.remoteRoot(addr)
+		if err != nil {
+			return nil, err
+		}
+		r.MaxBody = e.c.Int("max-body")
+		return r, nil
+	}
 	dir := e.c.String("dir")
 	if dir == "" {
 		wd, err := os.Getwd()
@@ -223,9 +238,6 @@ func (e *env) root() (*run.Root, error) {
 		return nil, err
 	}
 	r.MaxBody = e.c.Int("max-body")
-	if r.MaxBody <= 0 {
-		return nil, fmt.Errorf("--max-body must be positive: %w", crew.ErrInvalid)
-	}
 	return r, nil
 }
 

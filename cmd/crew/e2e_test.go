@@ -10,6 +10,12 @@ package main
 // the run's event log. Every wait is a blocking read of a crew stream
 // (`crew outbox --follow`) or a blocking crew command (`crew run wait`);
 // the only clock is a generous bound that turns a hang into a failure.
+//
+// It runs twice: on the file store (everyone in one directory holding
+// .crew), and on NATS JetStream (an embedded nats-server started by the
+// test), where the leader and each worker have a directory of their own,
+// as on different machines, share no file, and find each other only
+// through CREW_STORE.
 
 import (
 	"bufio"
@@ -18,6 +24,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +36,7 @@ import (
 	"time"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/natstest"
 )
 
 // e2eBound turns a hang into a failure. It asserts nothing about speed.
@@ -45,7 +54,8 @@ func TestEndToEnd(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	t.Run("leader-and-three-workers", func(t *testing.T) { e2eLeaderAndWorkers(t, bin) })
+	t.Run("leader-and-three-workers", func(t *testing.T) { e2eLeaderAndWorkers(t, bin, e2eFileStore(t)) })
+	t.Run("nats-separate-directories", func(t *testing.T) { e2eLeaderAndWorkers(t, bin, e2eNATSStore(t)) })
 	t.Run("make-demo", func(t *testing.T) { e2eDemoScript(t, bin) })
 }
 
@@ -123,18 +133,89 @@ func e2eJSONLines[T any](t *testing.T, out string) []T {
 	return vs
 }
 
-func e2eLeaderAndWorkers(t *testing.T, bin string) {
-	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
-	defer cancel()
-	work := t.TempDir()
-	if err := os.CopyFS(work, os.DirFS(filepath.Join("..", "..", "testdata", "demo"))); err != nil {
+// e2eStore is where a run of e2eLeaderAndWorkers lives and where its
+// processes work.
+type e2eStore struct {
+	leaderDir string                 // the leader's working directory
+	workerDir func(id string) string // a worker's: a copy of testdata/demo
+	env       []string               // what every process needs to find the run (CREW_DIR or CREW_STORE)
+	init      bool                   // crew init first
+	log       func(l *e2eLeader) []events.Event
+	after     func(t *testing.T) // checks once the run is over
+}
+
+// e2eCopyDemo copies the demo module into a new directory.
+func e2eCopyDemo(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "testdata", "demo"))); err != nil {
 		t.Fatal(err)
 	}
-	crewDir := filepath.Join(work, ".crew")
-	l := &e2eLeader{t: t, ctx: ctx, bin: bin, dir: work,
-		env: e2eEnv(filepath.Dir(bin), "CREW_DIR="+crewDir, "CREW_RUN=e2e")}
+	return dir
+}
 
-	l.must("init")
+// e2eFileStore: the leader and the workers in one copy of the module,
+// with the state root in it.
+func e2eFileStore(t *testing.T) e2eStore {
+	work := e2eCopyDemo(t)
+	crewDir := filepath.Join(work, ".crew")
+	return e2eStore{
+		leaderDir: work,
+		workerDir: func(string) string { return work },
+		env:       []string{"CREW_DIR=" + crewDir},
+		init:      true,
+		log: func(*e2eLeader) []events.Event {
+			return e2eReadLog(t, filepath.Join(crewDir, "state", "runs", "e2e", "events.jsonl"))
+		},
+	}
+}
+
+// e2eNATSStore: an embedded JetStream server; the leader in an empty
+// directory, each worker in its own copy of the module; no .crew may
+// appear anywhere.
+func e2eNATSStore(t *testing.T) e2eStore {
+	srv := natstest.Server(t)
+	leader := t.TempDir()
+	dirs := map[string]string{}
+	return e2eStore{
+		leaderDir: leader,
+		workerDir: func(id string) string {
+			dirs[id] = e2eCopyDemo(t)
+			return dirs[id]
+		},
+		env: []string{"CREW_STORE=" + srv.ClientURL()},
+		log: func(l *e2eLeader) []events.Event {
+			out := l.must("events", "--json")
+			log := e2eJSONLines[events.Event](t, out)
+			for i, e := range log {
+				if e.Seq != int64(i+1) {
+					t.Fatalf("crew events line %d has seq %d: seq must be dense 1..n", i+1, e.Seq)
+				}
+			}
+			return log
+		},
+		after: func(t *testing.T) {
+			for _, dir := range append(slices.Collect(maps.Values(dirs)), leader) {
+				filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+					if d != nil && d.Name() == ".crew" {
+						t.Errorf("%s exists: a process used the file store", path)
+					}
+					return nil
+				})
+			}
+		},
+	}
+}
+
+func e2eLeaderAndWorkers(t *testing.T, bin string, store e2eStore) {
+	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
+	defer cancel()
+	work := store.leaderDir
+	l := &e2eLeader{t: t, ctx: ctx, bin: bin, dir: work,
+		env: e2eEnv(filepath.Dir(bin), append(store.env, "CREW_RUN=e2e")...)}
+
+	if store.init {
+		l.must("init")
+	}
 	l.must("run", "create", "--id", "e2e", "--title", "end-to-end")
 	l.must("task", "add", "vet", "--title", "go vet ./...")
 	l.must("task", "add", "test", "--title", "go test ./...")
@@ -163,10 +244,14 @@ func e2eLeaderAndWorkers(t *testing.T, bin string) {
 	}
 	workers := map[string]*exec.Cmd{}
 	logs := map[string]*bytes.Buffer{}
+	notesDir := ""
 	for _, id := range []string{"vet", "test", "notes"} {
 		w := exec.CommandContext(ctx, "bash", script)
-		w.Dir = work
-		w.Env = e2eEnv(filepath.Dir(bin), "CREW_DIR="+crewDir, "CREW_RUN=e2e", "CREW_TASK="+id, "CREW_DEMO_PACE=0")
+		w.Dir = store.workerDir(id)
+		if id == "notes" {
+			notesDir = w.Dir
+		}
+		w.Env = e2eEnv(filepath.Dir(bin), append(store.env, "CREW_RUN=e2e", "CREW_TASK="+id, "CREW_DEMO_PACE=0")...)
 		logs[id] = &bytes.Buffer{}
 		w.Stdout, w.Stderr = logs[id], logs[id]
 		w.WaitDelay = 10 * time.Second
@@ -282,7 +367,7 @@ func e2eLeaderAndWorkers(t *testing.T, bin string) {
 			t.Errorf("task %s is %s, want completed", tk.ID, tk.Status)
 		}
 	}
-	notes, err := os.ReadFile(filepath.Join(work, "NOTES.md"))
+	notes, err := os.ReadFile(filepath.Join(notesDir, "NOTES.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,11 +377,15 @@ func e2eLeaderAndWorkers(t *testing.T, bin string) {
 		}
 	}
 
-	e2eCheckLog(t, filepath.Join(crewDir, "state", "runs", "e2e", "events.jsonl"), questions, nudge)
+	e2eCheckLog(t, store.log(l), questions, nudge)
+	if store.after != nil {
+		store.after(t)
+	}
 }
 
-// e2eCheckLog asserts the story in the run's event log.
-func e2eCheckLog(t *testing.T, path string, questions map[string]string, nudgeID string) {
+// e2eReadLog reads events.jsonl, which must be whole lines with seq
+// 1..n.
+func e2eReadLog(t *testing.T, path string) []events.Event {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -319,7 +408,12 @@ func e2eCheckLog(t *testing.T, path string, questions map[string]string, nudgeID
 		}
 		log = append(log, e)
 	}
+	return log
+}
 
+// e2eCheckLog asserts the story in the run's event log.
+func e2eCheckLog(t *testing.T, log []events.Event, questions map[string]string, nudgeID string) {
+	t.Helper()
 	sent := map[string]events.Event{} // message id -> the event that sent it
 	for _, e := range log {
 		if e.Message != nil {

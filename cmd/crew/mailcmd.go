@@ -112,7 +112,7 @@ func mailCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					tree := mustRoot(e).MailTree()
+					tree := mustRoot(e).Mail()
 					total := 0
 					for _, a := range agents {
 						moved, err := tree.Archive(a, d, c.Bool("include-unread"), time.Now())
@@ -152,7 +152,7 @@ func (e *env) agents() ([]string, error) {
 		if err := crew.ValidateID("agent", a); err != nil {
 			return nil, err
 		}
-		if !root.MailTree().Exists(a) {
+		if !root.Mail().Exists(a) {
 			return nil, fmt.Errorf("no mailbox for agent %s: %w", a, crew.ErrNotFound)
 		}
 		return []string{a}, nil
@@ -160,7 +160,7 @@ func (e *env) agents() ([]string, error) {
 	if a := e.c.String("as"); a != "" {
 		return []string{a}, crew.ValidateID("agent", a)
 	}
-	return root.MailTree().Agents()
+	return root.Mail().Agents()
 }
 
 func mailCheck(c *cli.Context) error {
@@ -169,7 +169,7 @@ func mailCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tree := mustRoot(e).MailTree()
+	tree := mustRoot(e).Mail()
 	var bad []error
 	n := 0
 	for _, a := range agents {

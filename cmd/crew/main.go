@@ -47,6 +47,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	app := newApp(stdin, stdout, stderr)
 	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
+	closeStore(app)
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
 		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
 	}

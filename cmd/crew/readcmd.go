@@ -159,7 +159,7 @@ func (e *env) readMailbox(who string) error {
 	if since < 0 {
 		return fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
 	}
-	var w *events.Watcher
+	var w run.Waiter
 	if e.c.Bool("follow") {
 		w = r.Watch()
 		defer w.Close()
@@ -209,12 +209,12 @@ func eventsAction(c *cli.Context) error {
 	if since < 0 {
 		return fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
 	}
-	cur, err := events.Read(r.EventsPath(), since)
+	cur, err := r.Events(since)
 	if err != nil {
 		return err
 	}
 	defer cur.Close()
-	var w *events.Watcher
+	var w run.Waiter
 	if c.Bool("follow") {
 		w = r.Watch()
 		defer w.Close()

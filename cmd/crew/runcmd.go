@@ -23,6 +23,9 @@ func initCommand() *cli.Command {
 		UsageText: "crew init\ncrew init --dir /tmp/crew-state",
 		Action: func(c *cli.Context) error {
 			e := newEnv(c)
+			if err := e.fileOnly("init", "runs and mail live on the server, which needs no initialising (crew run create makes a run there)"); err != nil {
+				return err
+			}
 			dir := c.String("dir")
 			if dir == "" {
 				dir = "."

@@ -17,6 +17,12 @@ package main
 //
 // The waits are bounded (a stuck script fails rather than hangs) but
 // assert nothing about time.
+//
+// TestScriptNATS runs the same scripts again with CREW_STORE set to an
+// embedded JetStream server of the script's own, with the condition
+// [nats] true: a script states what only the file store has with
+// [!nats] (crew init, the files under .crew), or skips with
+// [nats] skip 'why' when it is about files.
 
 import (
 	"context"
@@ -37,7 +43,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/store/natsstore"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -47,11 +55,50 @@ func TestMain(m *testing.M) {
 	})
 }
 
-func TestScript(t *testing.T) {
-	testscript.Run(t, testscript.Params{
+func TestScript(t *testing.T) { testscript.Run(t, scriptParams(false)) }
+
+// TestScriptNATS: the scripts on NATS JetStream, one embedded server per
+// script, no .crew directory.
+func TestScriptNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server per script")
+	}
+	testscript.Run(t, scriptParams(true))
+}
+
+func scriptParams(nats bool) testscript.Params {
+	setup := setupScript
+	if nats {
+		setup = func(e *testscript.Env) error {
+			if err := setupScript(e); err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "crew-script-nats-")
+			if err != nil {
+				return err
+			}
+			srv, err := natstest.Start(dir)
+			if err != nil {
+				return err
+			}
+			e.Defer(func() {
+				srv.Shutdown()
+				os.RemoveAll(dir)
+			})
+			e.Setenv("CREW_STORE", srv.ClientURL())
+			return nil
+		}
+	}
+	return testscript.Params{
 		Dir:                filepath.Join("..", "..", "testdata", "script"),
 		RequireUniqueNames: true,
-		Setup:              setupScript,
+		Setup:              setup,
+		Condition: func(cond string) (bool, error) {
+			if cond == "nats" {
+				return nats, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits":      cmdExits,
 			"capture":    cmdCapture,
@@ -59,7 +106,7 @@ func TestScript(t *testing.T) {
 			"waitstatus": cmdWaitStatus,
 			"waitfile":   cmdWaitFile,
 		},
-	})
+	}
 }
 
 // setupScript gives each script a clean identity: no CREW_* variables, a
@@ -181,9 +228,19 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: waitstatus TASK STATUS")
 	}
-	root, err := run.Find(ts.MkAbs("."), crew.PrivatePerm)
-	ts.Check(err)
+	var root *run.Root
+	if addr := ts.Getenv("CREW_STORE"); addr != "" {
+		s, err := natsstore.Dial(context.Background(), addr, natsstore.Options{})
+		ts.Check(err)
+		defer s.Close()
+		root = run.RemoteRoot(s)
+	} else {
+		var err error
+		root, err = run.Find(ts.MkAbs("."), crew.PrivatePerm)
+		ts.Check(err)
+	}
 	var r *run.Run
+	var err error
 	if id := ts.Getenv("CREW_RUN"); id != "" {
 		r, err = root.Open(id)
 	} else {

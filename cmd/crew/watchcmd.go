@@ -66,7 +66,7 @@ func watchCommand() *cli.Command {
 			if agent != "" && !f.leaderSide() && len(f.tasks) == 0 {
 				fmt.Fprintf(e.stderr, "crew: watch: run %s has no task for agent %s yet; watching for one\n", r.ID(), agent)
 			}
-			cur, err := events.Read(r.EventsPath(), since)
+			cur, err := r.Events(since)
 			if err != nil {
 				return err
 			}
@@ -169,8 +169,8 @@ func (f *watchFilter) match(e *events.Event) (string, bool) {
 }
 
 // execFor runs cmd with sh -c for one message: the message as one JSON
-// line on its stdin, its ids and the state root (CREW_DIR) in the
-// environment. A failure is reported on
+// line on its stdin, its ids and the state root (CREW_DIR, or CREW_STORE
+// and the NATS settings) in the environment. A failure is reported on
 // stderr and watching goes on.
 func (e *env) execFor(ctx context.Context, cmd string, m *events.Message, taskID string) {
 	line, _ := jsonLine(m)
@@ -182,7 +182,7 @@ func (e *env) execFor(ctx context.Context, cmd string, m *events.Message, taskID
 	x.Stdout, x.Stderr = e.stdout, e.stderr
 	x.Env = append(os.Environ(), "CREW_MESSAGE_ID="+m.ID, "CREW_RUN="+m.Run, "CREW_TASK="+taskID, "CREW_KIND="+m.Kind)
 	if root, err := e.root(); err == nil {
-		x.Env = append(x.Env, "CREW_DIR="+root.Dir) // crew in CMD finds the same state root
+		x.Env = append(x.Env, e.storeEnv(root)...) // crew in CMD finds the same state root
 	}
 	if err := x.Run(); err != nil {
 		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", escape(cmd), m.ID, err)

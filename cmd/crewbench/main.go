@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,nats (for work on one figure)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -130,6 +130,14 @@ type result struct {
 	InboxMs       float64 `json:"inbox_ms"`
 	CPUs          int     `json:"cpus"`
 	GoVersion     string  `json:"go"`
+
+	// The JetStream store (nats.go).
+	NATSSendRatio      float64 `json:"nats_send_ratio"`
+	NATSWakeP50ms      float64 `json:"nats_wake_p50_ms"`
+	NATSWakeP99ms      float64 `json:"nats_wake_p99_ms"`
+	NATSWakeCallP50ms  float64 `json:"nats_wake_call_p50_ms"`
+	NATSSendPerS       float64 `json:"nats_send_per_s"`
+	NATSRawPublishPerS float64 `json:"nats_raw_publish_per_s"`
 }
 
 // step prints progress on stderr.
@@ -261,6 +269,12 @@ func bench(c config) error {
 		}
 		res.PeakRSSMB, res.InboxMessages, res.InboxMs = rss.mb, rss.messages, rss.ms
 		rows = append(rows, row{"peak_rss_mb", fmt.Sprintf("`crew inbox --json` over %d messages, peak RSS", rss.messages), f1(res.PeakRSSMB), "≤ 64", fmt.Sprintf("took %.1f s", rss.ms/1000)})
+	}
+
+	if c.runs("nats") {
+		if rows, err = benchNATS(tmp, c, &res, rows); err != nil {
+			return err
+		}
 	}
 
 	printTable(os.Stdout, rows, res, time.Since(start))

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"sort"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,110 +12,171 @@ import (
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/store/natsstore"
+	"github.com/crew-dev/crew/task"
 )
 
-// natsResult is what measureNATS finds: the JetStream store's durable
-// sends per second (the commit rule: expected last seq and message id)
-// against a raw JetStream publish to a stream on the same server in the
-// same run, and the wake-up latency of a waiter (a subscription) after an
-// append returns.
+// natsResult is what measureNATS finds, on an embedded nats-server
+// (JetStream, sync_interval: always, the setting the README asks of a
+// single node) started under the bench's directory.
 type natsResult struct {
-	RawPublishPerS float64 // raw js.Publish, one writer, acknowledged
-	SendPerS       float64 // natsstore.Append, one writer
-	SendRatio      float64 // SendPerS / RawPublishPerS: nats_send_ratio
-	WakeP50ms      float64 // nats_wake_p50_ms
-	WakeP99ms      float64
+	RawPublishPerS float64 // raw: an acknowledged js.Publish of 300 bytes, one writer
+	SendPerS       float64 // crew: library steers through run.Run on the JetStream store, one writer
+	SendRatio      float64 // median of SendPerS ÷ RawPublishPerS of neighbouring rounds: nats_send_ratio
+	raw            []float64
+	wake           wakeResult // Respond returns → a blocked crew ask --wait (CREW_STORE) prints: nats_wake_p50_ms
 }
 
-// measureNATS starts an embedded nats-server (JetStream, sync always,
-// store under dir) and measures n sends and samples wake-ups.
-func measureNATS(dir string, n, samples int) (natsResult, error) {
-	var res natsResult
-	sdir, err := os.MkdirTemp(dir, "nats-")
+// benchNATS measures the JetStream store and adds its keys to res and
+// its lines to rows.
+func benchNATS(tmp string, c config, res *result, rows []row) ([]row, error) {
+	step("NATS JetStream: raw publish and crew sends, %d rounds of %s each; %d wake-ups", c.rounds, c.round, c.wake)
+	n, err := measureNATS(tmp, c)
 	if err != nil {
+		return rows, fmt.Errorf("nats: %w", err)
+	}
+	res.NATSRawPublishPerS, res.NATSSendPerS, res.NATSSendRatio = n.RawPublishPerS, n.SendPerS, n.SendRatio
+	res.NATSWakeP50ms, res.NATSWakeP99ms, res.NATSWakeCallP50ms = n.wake.p50, n.wake.p99, n.wake.callP50
+	return append(rows,
+		row{"nats_send_ratio", "library steers on the JetStream store, one writer, ÷ raw JetStream publish", f2(n.SendRatio), "(context)",
+			fmt.Sprintf("%.0f ops/s against %.0f publishes/s (%s); each steer is one conditional publish and its mail copy", n.SendPerS, n.RawPublishPerS, spread(n.raw))},
+		row{"nats_wake_p50_ms", "Respond returns → blocked `crew ask --wait` on the JetStream store prints (median)", f2(n.wake.p50), "(context)",
+			fmt.Sprintf("%d samples; p99 %.2f ms; %d printed before Respond returned (counted as 0: the waiter reads the stored event while Respond delivers its mail copy); from Respond's call: %.2f ms", c.wake, n.wake.p99, n.wake.early, n.wake.callP50)},
+	), nil
+}
+
+// measureNATS starts the server and measures, in c.rounds alternating
+// rounds of c.round, the raw publish rate and crew's send rate on it,
+// then c.wake wake-ups.
+func measureNATS(tmp string, c config) (natsResult, error) {
+	var res natsResult
+	dir := filepath.Join(tmp, "nats")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(sdir)
-	srv, err := natstest.Start(sdir)
+	srv, err := natstest.Start(filepath.Join(dir, "server"))
 	if err != nil {
 		return res, err
 	}
 	defer srv.Shutdown()
-	ctx := context.Background()
-
-	// Raw: the physical limit of this server and disk.
-	nc, err := nats.Connect(srv.ClientURL())
+	raw, err := rawPublish(srv.ClientURL())
 	if err != nil {
 		return res, err
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw"}, Storage: jetstream.FileStorage}); err != nil {
-		return res, err
-	}
-	body := make([]byte, 300)
-	start := time.Now()
-	for range n {
-		if _, err := js.Publish(ctx, "raw", body); err != nil {
-			return res, err
-		}
-	}
-	res.RawPublishPerS = float64(n) / time.Since(start).Seconds()
-
-	s, err := natsstore.Dial(ctx, srv.ClientURL(), natsstore.Options{})
+	s, err := natsstore.Dial(context.Background(), srv.ClientURL(), natsstore.Options{})
 	if err != nil {
 		return res, err
 	}
 	defer s.Close()
-	data, _ := json.Marshal(map[string]string{"id": "bench", "leader": "leader"})
-	if err := s.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "bench", Data: data}); err != nil {
-		return res, err
-	}
-	ev := func(seq int64) *events.Event {
-		return &events.Event{Seq: seq, At: events.Now(), Type: events.MessageSent, Run: "bench", Task: "t1", Actor: "leader",
-			Message: &events.Message{ID: fmt.Sprint("m", seq), Seq: seq, Kind: events.KindSteer, Body: string(body[:200])}}
-	}
-	seq := int64(1)
-	start = time.Now()
-	for range n {
-		seq++
-		if err := s.Append(ctx, ev(seq), fmt.Sprint("op", seq)); err != nil {
-			return res, err
-		}
-	}
-	res.SendPerS = float64(n) / time.Since(start).Seconds()
-	res.SendRatio = res.SendPerS / res.RawPublishPerS
-
-	// Wake-up: a waiter on another connection, woken by the append.
-	s2, err := natsstore.Dial(ctx, srv.ClientURL(), natsstore.Options{})
+	root := run.RemoteRoot(s)
+	send, err := natsSend(root)
 	if err != nil {
 		return res, err
 	}
-	defer s2.Close()
-	var lat []float64
-	for range samples {
-		w, err := s2.Watch(ctx, "bench", seq)
-		if err != nil {
-			return res, err
-		}
-		woke := make(chan time.Time, 1)
-		go func() {
-			w.Wait(ctx)
-			woke <- time.Now()
-		}()
-		time.Sleep(2 * time.Millisecond) // the waiter is blocked
-		seq++
-		if err := s.Append(ctx, ev(seq), fmt.Sprint("op", seq)); err != nil {
-			return res, err
-		}
-		returned := time.Now()
-		at := <-woke
-		w.Close()
-		lat = append(lat, max(0, float64(at.Sub(returned).Microseconds())/1000))
+	var prod []float64
+	if res.raw, prod, err = alternateWith(c, "raw publish", raw, "crew send", send); err != nil {
+		return res, err
 	}
-	sort.Float64s(lat)
-	res.WakeP50ms = lat[len(lat)/2]
-	res.WakeP99ms = lat[len(lat)*99/100]
-	return res, nil
+	res.RawPublishPerS, res.SendPerS, res.SendRatio = median(res.raw), median(prod), medianRatio(prod, res.raw)
+
+	r, err := startedRun(root, "wake", "w1")
+	if err != nil {
+		return res, err
+	}
+	res.wake, err = wakeSamples(c, r, append(os.Environ(), "CREW_STORE="+srv.ClientURL(), "CREW_RUN=wake", "CREW_TASK=w1"))
+	return res, err
+}
+
+// alternateWith runs a short warm-up of a and b, then c.rounds rounds of
+// a followed by b, each for c.round, and returns both series (the NATS
+// counterpart of alternate, whose raw limit is the disk's).
+func alternateWith(c config, aName string, a func(time.Duration) (float64, error), bName string, b func(time.Duration) (float64, error)) (as, bs []float64, err error) {
+	for _, f := range []func(time.Duration) (float64, error){a, b} {
+		if _, err := f(c.round / 4); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i := range c.rounds {
+		x, err := a(c.round)
+		if err != nil {
+			return nil, nil, err
+		}
+		y, err := b(c.round)
+		if err != nil {
+			return nil, nil, err
+		}
+		step("  round %d: %s %.0f/s, %s %.0f/s (%.2f)", i+1, aName, x, bName, y, y/x)
+		as, bs = append(as, x), append(bs, y)
+	}
+	return as, bs, nil
+}
+
+// rawPublish returns the raw limit's driver: one writer publishing
+// rawLine's 300 bytes to a file-backed stream of its own and waiting for
+// each acknowledgement (the server has stored it; with sync always, on
+// disk).
+func rawPublish(url string) (func(time.Duration) (float64, error), error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw"}, Storage: jetstream.FileStorage}); err != nil {
+		return nil, err
+	}
+	return rate(func(int) error {
+		_, err := js.Publish(context.Background(), "raw", rawLine)
+		return err
+	}), nil
+}
+
+// rate returns a driver that calls op (with 1, 2, 3 … across calls of the
+// driver) for a duration, one call after another, and returns calls per
+// second.
+func rate(op func(i int) error) func(time.Duration) (float64, error) {
+	i := 0
+	return func(d time.Duration) (float64, error) {
+		n := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			i++
+			if err := op(i); err != nil {
+				return 0, err
+			}
+			n++
+		}
+		return float64(n) / time.Since(start).Seconds(), nil
+	}
+}
+
+// natsSend returns crew's driver: one goroutine steering a running task
+// through a Run on root, each call returning once its event is stored and
+// its mail copy delivered.
+func natsSend(root *run.Root) (func(time.Duration) (float64, error), error) {
+	r, err := startedRun(root, "send", "s1")
+	if err != nil {
+		return nil, err
+	}
+	return rate(func(i int) error {
+		_, err := r.Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "s1", From: run.Leader, Body: body("steer", i, 120)})
+		return err
+	}), nil
+}
+
+// startedRun creates run id on root with one running task.
+func startedRun(root *run.Root, id, taskID string) (*run.Run, error) {
+	r, err := root.Create(run.CreateOptions{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if _, err := r.AddTask(ctx, taskID, run.TaskSpec{Title: "bench task " + taskID}, run.Leader); err != nil {
+		return nil, err
+	}
+	_, err = r.Transition(ctx, taskID, task.Start, taskID, "", nil)
+	return r, err
 }

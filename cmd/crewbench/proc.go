@@ -88,7 +88,13 @@ func wake(tmp string, c config) (wakeResult, error) {
 	if err != nil {
 		return wakeResult{}, err
 	}
-	env := append(crewEnv(filepath.Join(dir, ".crew"), "wake"), "CREW_TASK=w1")
+	return wakeSamples(c, r, append(crewEnv(filepath.Join(dir, ".crew"), "wake"), "CREW_TASK=w1"))
+}
+
+// wakeSamples takes c.wake samples (after 5 not counted) of wake's
+// measure on run r, whose task w1 is running; env is the environment of
+// the crew ask --wait processes (their store, CREW_RUN, CREW_TASK=w1).
+func wakeSamples(c config, r *run.Run, env []string) (wakeResult, error) {
 	ctx := context.Background()
 	var lat, fromCall []float64
 	var res wakeResult

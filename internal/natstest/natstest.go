@@ -10,6 +10,7 @@
 package natstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/crew-dev/crew/store/natsstore"
 )
 
 // Server starts one JetStream server on a random loopback port and
@@ -228,4 +231,15 @@ func freePorts(t testing.TB, n int) []int {
 		l.Close()
 	}
 	return ports
+}
+
+// Dial connects a natsstore.Store to url with o, closed by t.Cleanup.
+func Dial(t testing.TB, url string, o natsstore.Options) *natsstore.Store {
+	t.Helper()
+	s, err := natsstore.Dial(context.Background(), url, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

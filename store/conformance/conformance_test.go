@@ -1,9 +1,13 @@
-// Package conformance is the suite every run.Backend passes (as
-// hashicorp/raft's LogStore tests do for its stores): the file-system
-// store and the NATS JetStream store, the latter on an embedded
-// nats-server started by the test (JetStream on, store in a temp dir,
-// random loopback port). Racing and concurrent writers are real
-// processes: this test binary started again in a helper mode.
+// Package conformance is the suite every store passes (as hashicorp/raft's
+// LogStore tests do for its stores): the file-system store and the NATS
+// JetStream store, the latter on an embedded nats-server started by the
+// test (JetStream on, store in a temp dir, random loopback port). It
+// tests the narrow interface (run.Backend, this file) and the operations
+// on top of it (run.Run on a root of each store, run_test.go): every
+// SPEC §3 transition, cursors, delivery status, the mail tree, the race
+// where many respond at once, waiting and wake-up, bad input. Racing and
+// concurrent writers are real processes: this test binary started again
+// in a helper mode.
 package conformance
 
 import (
@@ -36,33 +40,34 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// open returns the backend a store address names: "file:DIR" (a state
-// root) or "nats:URL".
-func open(ctx context.Context, addr string) (run.Backend, func(), error) {
+// open returns the root and the backend a store address names:
+// "file:DIR" (a state root) or "nats:URL".
+func open(ctx context.Context, addr string) (*run.Root, run.Backend, func(), error) {
 	kind, where, _ := strings.Cut(addr, ":")
 	switch kind {
 	case "file":
 		root, err := run.Find(where, crew.PrivatePerm)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return run.FileBackend{Root: root}, func() {}, nil
+		return root, run.FileBackend{Root: root}, func() {}, nil
 	case "nats":
 		s, err := natsstore.Dial(ctx, where, natsstore.Options{})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return s, func() { s.Close() }, nil
+		return run.RemoteRoot(s), s, func() { s.Close() }, nil
 	}
-	return nil, nil, fmt.Errorf("unknown store %q", addr)
+	return nil, nil, nil, fmt.Errorf("unknown store %q", addr)
 }
 
-// store is one backend under test and the address helper processes
-// reach it at.
+// store is one store under test, as a backend and as a root, and the
+// address helper processes reach it at.
 type store struct {
 	name string
 	addr string
 	b    run.Backend
+	root *run.Root
 }
 
 // stores starts every backend, fresh, for one test.
@@ -76,12 +81,12 @@ func stores(t *testing.T) []store {
 	srv := natstest.Server(t)
 	var out []store
 	for _, s := range []store{{name: "file", addr: "file:" + dir}, {name: "nats", addr: "nats:" + srv.ClientURL()}} {
-		b, closer, err := open(ctx, s.addr)
+		root, b, closer, err := open(ctx, s.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(closer)
-		s.b = b
+		s.b, s.root = b, root
 		out = append(out, s)
 	}
 	return out
@@ -119,9 +124,14 @@ func readAll(t *testing.T, b run.Backend, id string, since int64) []*events.Even
 }
 
 func seqs(evs []*events.Event) []int64 {
-	var out []int64
-	for _, e := range evs {
-		out = append(out, e.Seq)
+	return pluck(evs, func(e *events.Event) int64 { return e.Seq })
+}
+
+// pluck returns f of each of xs, in order.
+func pluck[T, V any](xs []T, f func(T) V) []V {
+	var out []V
+	for _, x := range xs {
+		out = append(out, f(x))
 	}
 	return out
 }
@@ -256,10 +266,7 @@ func TestRaceExactlyOneWins(t *testing.T) {
 			t.Fatal(err)
 		}
 		const n = 6
-		barrier := filepath.Join(t.TempDir(), "go")
-		outs := spawn(t, n, func(i int) string {
-			return strings.Join([]string{"race", s.addr, "r1", barrier, fmt.Sprint("w", i)}, "|")
-		}, func() { os.WriteFile(barrier, nil, 0o600) })
+		outs := race(t, s, n, "race", "w")
 		won := 0
 		var winner string
 		for i, out := range outs {
@@ -292,10 +299,7 @@ func TestConcurrentWritersDense(t *testing.T) {
 			t.Fatal(err)
 		}
 		const writers, each = 3, 15
-		barrier := filepath.Join(t.TempDir(), "go")
-		outs := spawn(t, writers, func(i int) string {
-			return strings.Join([]string{"append", s.addr, "r1", barrier, fmt.Sprint("w", i), fmt.Sprint(each)}, "|")
-		}, func() { os.WriteFile(barrier, nil, 0o600) })
+		outs := race(t, s, writers, "append", "w", fmt.Sprint(each))
 		for i, out := range outs {
 			if strings.TrimSpace(out) != "ok" {
 				t.Errorf("writer %d: %q", i, out)
@@ -380,9 +384,51 @@ func TestWatchWakes(t *testing.T) {
 	})
 }
 
-// spawn starts n helper processes (this test binary, helper mode given by
-// spec(i)), calls release once all have started, and returns what each
+// outcome prints what a racer's attempt came to, won (nil) or lost
+// (crew.ErrConflict), or its error, and returns its exit code.
+func outcome(err error) int {
+	switch {
+	case err == nil:
+		fmt.Println("won")
+	case errors.Is(err, crew.ErrConflict):
+		fmt.Println("lost")
+	default:
+		fmt.Println(err)
+		return 1
+	}
+	return 0
+}
+
+// awaitBarrier says the process is ready (a file barrier.ready-PID) and
+// returns once the file barrier exists ("" for none). It polls: it
+// synchronises the test's processes, not the product.
+func awaitBarrier(barrier string) {
+	if barrier == "" {
+		return
+	}
+	os.WriteFile(fmt.Sprintf("%s.ready-%d", barrier, os.Getpid()), nil, 0o600)
+	for {
+		if _, err := os.Stat(barrier); err == nil {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// race starts n helper processes in mode on s's run r1, the i-th named
+// prefix+i and given args, releases them together, and returns what each
 // printed.
+func race(t *testing.T, s store, n int, mode, prefix string, args ...string) []string {
+	t.Helper()
+	barrier := filepath.Join(t.TempDir(), "go")
+	return spawn(t, n, func(i int) string {
+		return strings.Join(append([]string{mode, s.addr, "r1", barrier, fmt.Sprint(prefix, i)}, args...), "|")
+	}, func() { os.WriteFile(barrier, nil, 0o600) })
+}
+
+// spawn starts n helper processes (this test binary, helper mode given by
+// spec(i)), calls release once all are at their barrier (its
+// ".ready-PID" files), and returns what each printed.
 func spawn(t *testing.T, n int, spec func(i int) string, release func()) []string {
 	t.Helper()
 	outs := make([]string, n)
@@ -400,7 +446,7 @@ func spawn(t *testing.T, n int, spec func(i int) string, release func()) []strin
 		cmds[i] = c
 	}
 	if release != nil {
-		time.Sleep(200 * time.Millisecond) // let them connect and reach the barrier
+		waitReady(t, spec(0), n)
 		release()
 	}
 	for i, c := range cmds {
@@ -415,43 +461,49 @@ func spawn(t *testing.T, n int, spec func(i int) string, release func()) []strin
 	return outs
 }
 
+// waitReady waits until n helpers are at the barrier named in spec (its
+// fourth field), or one of them failed to get there (it then prints why,
+// which the test reports).
+func waitReady(t *testing.T, spec string, n int) {
+	t.Helper()
+	barrier := strings.Split(spec, "|")[3]
+	deadline := time.Now().Add(bound)
+	for {
+		ready, _ := filepath.Glob(barrier + ".ready-*")
+		if len(ready) >= n || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // helper is a writer process: "race|STORE|RUN|BARRIER|NAME" appends seq
 // head+1 once and prints won or lost; "append|STORE|RUN|BARRIER|NAME|N"
-// appends N events with the commit rule and prints ok.
+// appends N events with the commit rule and prints ok. Modes of the
+// operation-level tests are runHelper's.
 func helper(spec string) int {
 	f := strings.Split(spec, "|")
 	mode, addr, id, barrier, name := f[0], f[1], f[2], f[3], f[4]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, closer, err := open(ctx, addr)
+	root, b, closer, err := open(ctx, addr)
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
 	defer closer()
+	if code, ok := runHelper(ctx, mode, root, id, barrier, name, f[5:]); ok {
+		return code
+	}
 	head, err := b.Head(ctx, id)
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	for barrier != "" {
-		if _, err := os.Stat(barrier); err == nil {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitBarrier(barrier)
 	switch mode {
 	case "race":
-		err := b.Append(ctx, event(id, head+1, name), "race-"+name)
-		switch {
-		case err == nil:
-			fmt.Println("won")
-		case errors.Is(err, crew.ErrConflict):
-			fmt.Println("lost")
-		default:
-			fmt.Println(err)
-			return 1
-		}
+		return outcome(b.Append(ctx, event(id, head+1, name), "race-"+name))
 	case "append":
 		n, _ := strconv.Atoi(f[5])
 		for k := range n {

@@ -7,8 +7,8 @@
 // seq 1, 2, 3 … stays dense and a cursor read (--since SEQ) starts at
 // the right message without scanning the log.
 //
-// Commit rule. A writer reduces the log to seq N, validates its
-// operation, and publishes the event as seq N+1 with
+// Commit rule. A writer reduces the log as far as it has read it, to seq
+// N, validates its operation, and publishes the event as seq N+1 with
 // Nats-Expected-Last-Subject-Sequence: N. The server stores it only if
 // the subject's last message is still N, so two writers on two machines
 // cannot both append seq N+1: the loser gets crew.ErrConflict, reloads
@@ -18,19 +18,31 @@
 // and the retry learns it was.
 //
 // Durability. The server acknowledges a publish once it is stored; what
-// "stored" means is the server's setting: on a single node, run it with
-// sync_interval: always (fsync before the acknowledgement); on a cluster,
-// give streams replicas (Options.Replicas, --nats-replicas) so that an
-// acknowledged event is on a majority of nodes.
+// "stored" means is the server's setting: run it with sync_interval:
+// always (fsync before the acknowledgement; the default flushes every two
+// minutes, under which the Jepsen analysis of NATS 2.12.1 lost
+// acknowledged writes), and on a cluster give streams replicas
+// (Options.Replicas, --nats-replicas) so that an acknowledged event is
+// on a majority of nodes.
 //
 // Waiting is woken by a subscription (an ordered consumer that delivers
-// the run's events as they are stored), never by polling.
+// the headers of the run's events as they are stored), never by polling.
+// Every consumer is deleted when its reader is done with it (each costs
+// the server work on every event appended).
+//
+// Mail. The per-agent mail tree lives in the key-value bucket MailBucket
+// (see Mail), with the projection mark of each run: how far the run's
+// messages have been copied into it.
+//
+// Reads go to each stream's leader (no direct gets from replicas), so a
+// process reads what any process was told is stored.
 package natsstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -38,6 +50,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -57,11 +70,21 @@ type Options struct {
 	// Timeout bounds connecting and each request to the server; 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// RetryFor is how long an operation keeps trying again after the
+	// connection was lost or a request went unanswered (a node died and
+	// the cluster elects a new leader, the client reconnects to
+	// another); 0 means DefaultRetryFor. A context's deadline, when
+	// earlier, ends it first.
+	RetryFor time.Duration
 }
 
 // DefaultTimeout bounds connecting and each request when
 // Options.Timeout is 0.
 const DefaultTimeout = 5 * time.Second
+
+// DefaultRetryFor is Options.RetryFor when it is 0: longer than a
+// cluster takes to elect a stream leader after a node dies.
+const DefaultRetryFor = 30 * time.Second
 
 // Store is a connection to a NATS server (or cluster) with JetStream, on
 // which crew keeps its runs. Its methods are safe for concurrent use.
@@ -70,6 +93,8 @@ type Store struct {
 	js   jetstream.JetStream
 	opts Options
 	url  string // redacted: safe to print
+
+	mail *Mail
 
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream // by run id
@@ -80,10 +105,15 @@ type Store struct {
 // checks that JetStream is enabled. An unreachable server, refused
 // credentials or a server without JetStream is an error that names the
 // servers (with any user and password in the URL left out) and what
-// failed.
+// failed (for an unreachable one, the operating system's reason, such as
+// "connection refused"); the content of the credentials and CA files is
+// never part of it. Replicas out of 1..5 is crew.ErrInvalid.
 func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.RetryFor <= 0 {
+		o.RetryFor = DefaultRetryFor
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
@@ -107,6 +137,11 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 	}
 	nc, err := nats.Connect(urls, nopts...)
 	if err != nil {
+		if errors.Is(err, nats.ErrNoServers) {
+			if why := unreachable(urls, o.Timeout); why != "" {
+				return nil, fmt.Errorf("connect to NATS at %s: %s", shown, why)
+			}
+		}
 		return nil, fmt.Errorf("connect to NATS at %s: %v", shown, scrub(err, urls))
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
@@ -123,7 +158,38 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("NATS at %s: JetStream account info: %v", shown, err)
 	}
-	return &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}}, nil
+	s := &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}}
+	s.mail = &Mail{s: s}
+	return s, nil
+}
+
+// unreachable dials each server of urls over TCP and returns why those
+// that fail do ("dial tcp 127.0.0.1:4222: connect: connection refused"),
+// joined; "" when every one answers (then the NATS error says more).
+func unreachable(urls string, timeout time.Duration) string {
+	var why []string
+	for _, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		p, err := url.Parse(u)
+		if err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", Redact(u), err))
+			continue
+		}
+		host := p.Host
+		if p.Port() == "" {
+			host = net.JoinHostPort(p.Hostname(), "4222")
+		}
+		c, err := net.DialTimeout("tcp", host, timeout)
+		if err != nil {
+			why = append(why, err.Error())
+			continue
+		}
+		c.Close()
+	}
+	return strings.Join(why, "; ")
 }
 
 // Redact returns urls with any user name, password or token left out, for
@@ -158,6 +224,9 @@ func scrub(err error, urls string) string {
 // URL returns the server list the store was dialled with, redacted.
 func (s *Store) URL() string { return s.url }
 
+// String implements run.RemoteStore: URL.
+func (s *Store) String() string { return s.url }
+
 // Close closes the connection.
 func (s *Store) Close() error {
 	s.nc.Close()
@@ -170,21 +239,20 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // retry calls f, each call bounded by one request's timeout, until it
-// succeeds, the server refuses (an API error: not found, …), or ctx
-// ends: a request lost while a cluster elects a new leader, or while the
-// client reconnects to another node, is asked again.
-func (s *Store) retry(ctx context.Context, f func(context.Context) error) error {
+// returns nil or an error that final says trying again would not cure,
+// ctx ends, or Options.RetryFor has passed: a request lost while a
+// cluster elects a new leader, or while the client reconnects to another
+// node, is asked again. It returns f's last error.
+func (s *Store) retry(ctx context.Context, final func(error) bool, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RetryFor)
+	defer cancel()
 	wait := 50 * time.Millisecond
 	for {
-		rctx, cancel := s.bound(ctx)
+		rctx, rcancel := s.bound(ctx)
 		err := f(rctx)
-		cancel()
-		var apiErr *jetstream.APIError
-		if err == nil || errors.As(err, &apiErr) || errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+		rcancel()
+		if err == nil || final(err) || ctx.Err() != nil {
 			return err
-		}
-		if _, ok := ctx.Deadline(); !ok {
-			return err // no deadline to retry within: a command's own timeout decides
 		}
 		select {
 		case <-ctx.Done():
@@ -193,6 +261,19 @@ func (s *Store) retry(ctx context.Context, f func(context.Context) error) error 
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// refused reports whether err is the server's answer to a request (an
+// API error: not found, wrong last sequence, too large, …) rather than a
+// request that went unanswered or a server that cannot answer yet (a 5xx
+// API error, such as a stream without a leader during a failover):
+// asking again gets the same answer.
+func refused(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code < 500
+	}
+	return errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrMaxPayload)
 }
 
 // StreamName returns the name of run's stream.
@@ -220,7 +301,10 @@ func (s *Store) Runs(ctx context.Context) ([]string, error) {
 
 // CreateRun creates the stream of first.Run and appends first (seq 1, the
 // run.created event) to it. A run id already in use, in any letter case,
-// is crew.ErrConflict; a bad id is crew.ErrInvalid.
+// is crew.ErrConflict; a bad id is crew.ErrInvalid. Two processes
+// creating the same run at once both find the stream (JetStream creates
+// it once), and only one appends seq 1; a stream left empty by a
+// creator that died in between is taken over by the next.
 func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	id := first.Run
 	if err := crew.ValidateID("run", id); err != nil {
@@ -234,24 +318,29 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 		return err
 	}
 	for _, other := range ids {
-		if crew.SameID(other, id) {
+		if other != id && crew.SameID(other, id) {
 			return fmt.Errorf("run %s already exists: %w", other, crew.ErrConflict)
 		}
 	}
-	st, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamName(id),
-		Description: "crew run " + id + ": its events, seq = stream sequence",
-		Subjects:    []string{Subject(id)},
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.opts.Replicas,
-		Retention:   jetstream.LimitsPolicy,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-		Duplicates:  2 * time.Minute,
+	var st jetstream.Stream
+	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
+		st, err = s.js.CreateStream(rctx, jetstream.StreamConfig{
+			Name:        StreamName(id),
+			Description: "crew run " + id + ": its events, seq = stream sequence",
+			Subjects:    []string{Subject(id)},
+			Storage:     jetstream.FileStorage,
+			Replicas:    s.opts.Replicas,
+			Retention:   jetstream.LimitsPolicy,
+			DenyDelete:  true,
+			DenyPurge:   true,
+			Duplicates:  2 * time.Minute,
+		})
+		return err
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+		// There with other settings (replicas): whether it is taken is
+		// what its first event says.
+		st, err = s.stream(ctx, id)
 	}
 	if err != nil {
 		return fmt.Errorf("create run %s on NATS at %s: %w", id, s.url, err)
@@ -259,7 +348,9 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	s.mu.Lock()
 	s.streams[id] = st
 	s.mu.Unlock()
-	if err := s.Append(ctx, first, "create-"+id); err != nil {
+	// A fresh operation id: a second creator's publish must not pass for
+	// a retry of the first's.
+	if err := s.Append(ctx, first, "create-"+id+"-"+nuid.Next()); err != nil {
 		if errors.Is(err, crew.ErrConflict) {
 			return fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
 		}
@@ -279,7 +370,10 @@ func (s *Store) stream(ctx context.Context, run string) (jetstream.Stream, error
 	if st != nil {
 		return st, nil
 	}
-	st, err := s.js.Stream(ctx, StreamName(run))
+	err := s.retry(ctx, refused, func(rctx context.Context) (err error) {
+		st, err = s.js.Stream(rctx, StreamName(run))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("no run %s on NATS at %s (crew run list shows the runs): %w", run, s.url, crew.ErrNotFound)
 	}
@@ -297,9 +391,11 @@ func (s *Store) stream(ctx context.Context, run string) (jetstream.Stream, error
 // Sequence); otherwise it returns an error wrapping crew.ErrConflict and
 // the caller reloads the state and tries again. opID names the
 // operation (Nats-Msg-Id): a publish whose acknowledgement was lost is
-// retried here with the same id, and the server stores it once, so an
-// Append that returned nil appended ev exactly once. Errors of the
-// connection are retried until ctx ends.
+// retried here with the same id, and the server stores it once (within
+// the stream's duplicate window, 2 minutes), so an Append that returned
+// nil appended ev exactly once. Unanswered requests are retried for
+// Options.RetryFor. An event over the server's max_payload is
+// crew.ErrInvalid; an unknown run crew.ErrNotFound.
 func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error {
 	if ev.Seq < 1 {
 		return fmt.Errorf("append to run %s: seq %d: %w", ev.Run, ev.Seq, crew.ErrInvalid)
@@ -312,48 +408,31 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 		return err
 	}
 	data := line[:len(line)-1] // the message is the line without its '\n'
-	wait := 50 * time.Millisecond
-	for {
-		// Each attempt has its own deadline: a request lost in a
-		// failover must not hold the operation until ctx ends.
-		actx, cancel := s.bound(ctx)
-		ack, err := s.js.Publish(actx, Subject(ev.Run), data,
+	var ack *jetstream.PubAck
+	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
+		ack, err = s.js.Publish(rctx, Subject(ev.Run), data,
 			jetstream.WithMsgID(opID),
 			jetstream.WithExpectStream(StreamName(ev.Run)),
 			jetstream.WithExpectLastSequencePerSubject(uint64(ev.Seq-1)))
-		cancel()
-		if err == nil {
-			if ack.Sequence != uint64(ev.Seq) {
-				// A duplicate of an operation stored at another seq: the
-				// caller reused an operation id.
-				return fmt.Errorf("append seq %d to run %s: operation %s is already stored as seq %d: %w", ev.Seq, ev.Run, opID, ack.Sequence, crew.ErrConflict)
-			}
-			return nil
-		}
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) {
-			switch apiErr.ErrorCode {
-			case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-				return fmt.Errorf("append seq %d to run %s: another writer appended first: %w", ev.Seq, ev.Run, crew.ErrConflict)
-			case jetstream.JSErrCodeStreamMessageExceedsMaximum:
-				return fmt.Errorf("append seq %d to run %s: %v: %w", ev.Seq, ev.Run, err, crew.ErrInvalid)
-			case jetstream.JSErrCodeStreamNotFound:
-				return fmt.Errorf("no run %s on NATS at %s: %w", ev.Run, s.url, crew.ErrNotFound)
-			}
-			// Other refusals (no leader yet after a failover, …) may pass.
-		}
-		if errors.Is(err, nats.ErrMaxPayload) {
-			return fmt.Errorf("append seq %d to run %s: the event is %d bytes, over the server's max_payload: %w", ev.Seq, ev.Run, len(data), crew.ErrInvalid)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("append seq %d to run %s on NATS at %s: %v (last: %v)", ev.Seq, ev.Run, s.url, ctx.Err(), err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
+		return err
+	})
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil && ack.Sequence != uint64(ev.Seq):
+		// A duplicate of an operation stored at another seq: not a
+		// conflict to validate again against (that would store it a
+		// second time), but a caller that reused an operation id.
+		return fmt.Errorf("append seq %d to run %s: operation %s is already stored as seq %d", ev.Seq, ev.Run, opID, ack.Sequence)
+	case err == nil:
+		return nil
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		return fmt.Errorf("append seq %d to run %s: another writer appended first: %w", ev.Seq, ev.Run, crew.ErrConflict)
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum, errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("append seq %d to run %s: the event is %d bytes, over the server's max_payload (%d bytes; raise max_payload, or lower --max-body): %w", ev.Seq, ev.Run, len(data), s.nc.MaxPayload(), crew.ErrInvalid)
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound:
+		return fmt.Errorf("no run %s on NATS at %s: %w", ev.Run, s.url, crew.ErrNotFound)
 	}
+	return fmt.Errorf("append seq %d to run %s on NATS at %s: %w", ev.Seq, ev.Run, s.url, err)
 }
 
 // Head returns the seq of the last event of run (0 for a stream created
@@ -364,7 +443,7 @@ func (s *Store) Head(ctx context.Context, run string) (int64, error) {
 		return 0, err
 	}
 	var info *jetstream.StreamInfo
-	err = s.retry(ctx, func(rctx context.Context) (err error) {
+	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
 		info, err = st.Info(rctx)
 		return err
 	})
@@ -374,23 +453,34 @@ func (s *Store) Head(ctx context.Context, run string) (int64, error) {
 	return int64(info.State.LastSeq), nil
 }
 
-// Event returns run's event with the given seq; none is
-// crew.ErrNotFound, one that cannot be decoded crew.ErrDamaged.
+// Event returns run's event with the given seq, read from the stream's
+// leader; none is crew.ErrNotFound, one that cannot be decoded
+// crew.ErrDamaged.
 func (s *Store) Event(ctx context.Context, run string, seq int64) (*events.Event, error) {
 	st, err := s.stream(ctx, run)
 	if err != nil {
 		return nil, err
 	}
+	e, err := s.get(ctx, st, run, seq)
+	if err == nil && e == nil {
+		err = fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+	}
+	return e, err
+}
+
+// get reads message seq of run's stream st; nil, nil when there is none
+// (past the log's end).
+func (s *Store) get(ctx context.Context, st jetstream.Stream, run string, seq int64) (*events.Event, error) {
 	if seq < 1 {
-		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+		return nil, nil
 	}
 	var m *jetstream.RawStreamMsg
-	err = s.retry(ctx, func(rctx context.Context) (err error) {
+	err := s.retry(ctx, refused, func(rctx context.Context) (err error) {
 		m, err = st.GetMsg(rctx, uint64(seq))
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("no event with seq %d in run %s: %w", seq, run, crew.ErrNotFound)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read seq %d of run %s on NATS at %s: %w", seq, run, s.url, err)
@@ -412,48 +502,53 @@ func decode(run string, seq int64, data []byte) (*events.Event, error) {
 // readBatch is how many events one pull of a cursor read asks for.
 const readBatch = 512
 
+// directReads is how many events Read gets one by one before it starts a
+// consumer for the rest: most reads want a few events (a cursor's tail, a
+// run's first event), or stop after a few.
+const directReads = 4
+
 // Read calls fn with run's events with seq > since, in seq order, up to
-// the last event stored when Read began. Its cost depends on what it
-// returns: it starts at since+1 (the stream's sequence is the seq). An
-// error from fn stops it and is returned; a message that is no event
-// is crew.ErrDamaged.
+// the end of the log (at least its end when Read began). Its cost
+// depends on what it returns: it starts at since+1 (the stream's
+// sequence is the seq), gets the first few events one by one (most
+// reads want a few, or stop early) until one is not there, and reads
+// the rest, up to the head, through a consumer. An error from fn stops
+// it and is returned; a message that is no event is crew.ErrDamaged.
 func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*events.Event) error) error {
-	head, err := s.Head(ctx, run)
+	st, err := s.stream(ctx, run)
 	if err != nil {
 		return err
 	}
 	if since < 0 {
 		since = 0
 	}
-	if head <= since {
-		return nil
-	}
-	if head-since <= 4 {
-		// A short tail: direct gets, without making a consumer.
-		for seq := since + 1; seq <= head; seq++ {
-			e, err := s.Event(ctx, run, seq)
-			if err != nil {
-				return err
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
+	next := since + 1
+	for ; next <= since+directReads; next++ {
+		e, err := s.get(ctx, st, run, next)
+		if err != nil {
+			return err
 		}
-		return nil
+		if e == nil {
+			return nil // the end of the log
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
 	}
-	st, err := s.stream(ctx, run)
-	if err != nil {
+	head, err := s.Head(ctx, run)
+	if err != nil || next > head {
 		return err
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{Subject(run)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    uint64(since + 1),
+		FilterSubjects:    []string{Subject(run)},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       uint64(next),
+		InactiveThreshold: consumerIdle,
 	})
 	if err != nil {
 		return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
 	}
-	next := since + 1
+	defer s.dropConsumer(run, c)
 	for next <= head {
 		batch, err := c.Fetch(int(min(head-next+1, readBatch)), jetstream.FetchMaxWait(s.opts.Timeout))
 		if err != nil {
@@ -489,8 +584,27 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 	return nil
 }
 
+// consumerIdle is how long the server keeps a consumer of Read or Watch
+// that nobody uses (their process died): each consumer costs the server
+// work on every event appended, so it must not linger (nats.go's default
+// is 5 minutes). A live one is deleted when its user is done with it.
+const consumerIdle = 30 * time.Second
+
+// dropConsumer deletes the ordered consumer c of run's stream, within
+// one request's timeout; a failure leaves it to consumerIdle.
+func (s *Store) dropConsumer(run string, c jetstream.Consumer) {
+	ctx, cancel := s.bound(context.Background())
+	defer cancel()
+	if info := c.CachedInfo(); info != nil {
+		s.js.DeleteConsumer(ctx, StreamName(run), info.Name)
+	}
+}
+
 // Watcher wakes its user when a run's log grows.
 type Watcher struct {
+	s    *Store
+	run  string
+	c    jetstream.Consumer
 	cc   jetstream.ConsumeContext
 	wake chan struct{}
 }
@@ -504,21 +618,26 @@ type Waiter = interface {
 }
 
 // Watch returns a Waiter for run that wakes when an event with seq >
-// after is stored (at once if there is one already). Close it.
+// after is stored (at once if there is one already). It is a
+// subscription: an ordered consumer from after+1 on that delivers the
+// events' headers only (no bodies), recreated by the client after a
+// reconnection or a failover from where it had got to. Close it.
 func (s *Store) Watch(ctx context.Context, run string, after int64) (Waiter, error) {
 	st, err := s.stream(ctx, run)
 	if err != nil {
 		return nil, err
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{Subject(run)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    uint64(after + 1),
+		FilterSubjects:    []string{Subject(run)},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       uint64(after + 1),
+		HeadersOnly:       true,
+		InactiveThreshold: consumerIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
 	}
-	w := &Watcher{wake: make(chan struct{}, 1)}
+	w := &Watcher{s: s, run: run, c: c, wake: make(chan struct{}, 1)}
 	w.cc, err = c.Consume(func(jetstream.Msg) {
 		select {
 		case w.wake <- struct{}{}:
@@ -543,8 +662,10 @@ func (w *Watcher) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops the watcher.
+// Close stops the watcher and deletes its consumer, in the background: a
+// waiter that has its answer prints it without waiting for the server.
 func (w *Watcher) Close() error {
 	w.cc.Stop()
+	go w.s.dropConsumer(w.run, w.c)
 	return nil
 }

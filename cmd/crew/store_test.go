@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/crew-dev/crew/internal/natstest"
+)
+
+// --nats-tls-ca: a server that requires TLS, with a certificate signed by
+// an authority the system does not trust, is reached with that
+// authority's PEM file, and refused without it (exit 1, naming the
+// server and the reason).
+func TestStoreTLS(t *testing.T) {
+	srv, ca := natstest.TLSServer(t)
+	url := srv.ClientURL() // tls://127.0.0.1:PORT
+	crew := func(args ...string) (string, string, int) {
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"crew", "--store", url}, args...), strings.NewReader(""), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	if out, errOut, code := crew("run", "create", "--id", "r1", "--nats-tls-ca", ca); code != 0 || strings.TrimSpace(out) != "r1" {
+		t.Fatalf("run create with --nats-tls-ca: exit %d, %q, %s", code, out, errOut)
+	}
+	t.Setenv("CREW_NATS_TLS_CA", ca)
+	if out, errOut, code := crew("run", "list"); code != 0 || !strings.HasPrefix(out, "r1 ") {
+		t.Fatalf("run list with CREW_NATS_TLS_CA: exit %d, %q, %s", code, out, errOut)
+	}
+	t.Setenv("CREW_NATS_TLS_CA", "")
+	_, errOut, code := crew("run", "list")
+	if code != 1 || !strings.Contains(errOut, "connect to NATS at "+url+": ") || !strings.Contains(errOut, "certificate") {
+		t.Fatalf("run list without the CA: exit %d, %q; want 1 and a certificate error naming the server", code, errOut)
+	}
+}
+
+// --nats-creds: a server that admits only users it trusts is reached with
+// a user's credentials file, and refused without it (exit 1, naming the
+// server and the reason); the file's content is never printed.
+func TestStoreCreds(t *testing.T) {
+	srv, creds := natstest.CredsServer(t)
+	seed := ""
+	data, err := os.ReadFile(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "SU") {
+			seed = line // the user's nkey seed: the secret
+		}
+	}
+	if seed == "" {
+		t.Fatalf("no seed in %s", creds)
+	}
+	crew := func(args ...string) (string, string, int) {
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"crew", "--store", srv.ClientURL()}, args...), strings.NewReader(""), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	if out, errOut, code := crew("run", "create", "--id", "r1", "--nats-creds", creds); code != 0 || strings.TrimSpace(out) != "r1" {
+		t.Fatalf("run create with --nats-creds: exit %d, %q, %s", code, out, errOut)
+	}
+	t.Setenv("CREW_NATS_CREDS", creds)
+	if out, errOut, code := crew("task", "add", "t1", "--run", "r1"); code != 0 || strings.TrimSpace(out) != "t1" {
+		t.Fatalf("task add with CREW_NATS_CREDS: exit %d, %q, %s", code, out, errOut)
+	}
+	t.Setenv("CREW_NATS_CREDS", "")
+	_, errOut, code := crew("run", "list")
+	t.Logf("without credentials: %s", errOut)
+	if code != 1 || !strings.Contains(errOut, "connect to NATS at "+srv.ClientURL()+": ") || !strings.Contains(strings.ToLower(errOut), "authorization") {
+		t.Fatalf("run list without credentials: exit %d, %q; want 1 and an authorization error naming the server", code, errOut)
+	}
+	// Credentials of another kind of key: refused, the secret not shown.
+	bad := filepath.Join(t.TempDir(), "bad.creds")
+	os.WriteFile(bad, []byte(strings.Replace(string(data), seed, "SA"+seed[2:], 1)), 0o600)
+	for _, args := range [][]string{{"run", "list", "--nats-creds", bad}, {"--json", "run", "list", "--nats-creds", bad}} {
+		_, errOut, code = crew(args...)
+		t.Logf("crew %v: %s", args, errOut)
+		if code != 1 || strings.Contains(errOut, seed[2:12]) {
+			t.Errorf("crew %v: exit %d, %q; want 1 without the seed", args, code, errOut)
+		}
+	}
+}
+
+// An event over the server's max_payload is refused with exit 2, naming
+// both sizes; nothing is written.
+func TestStoreEventOverMaxPayload(t *testing.T) {
+	srv := natstest.Server(t) // max_payload 8 MiB
+	t.Setenv("CREW_RUN", "r1")
+	crew := func(stdin string, args ...string) (string, string, int) {
+		var stdout, stderr strings.Builder
+		code := Main(append([]string{"crew", "--store", srv.ClientURL()}, args...), strings.NewReader(stdin), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	for _, args := range [][]string{{"run", "create", "--id", "r1"}, {"task", "add", "t1"}} {
+		if _, errOut, code := crew("", args...); code != 0 {
+			t.Fatalf("crew %v: exit %d: %s", args, code, errOut)
+		}
+	}
+	_, errOut, code := crew(strings.Repeat("x", 9<<20), "steer", "t1", "-", "--max-body", "20000000")
+	if code != 2 || !strings.Contains(errOut, "over the server's max_payload (8388608 bytes") {
+		t.Fatalf("a 9 MiB steer: exit %d, %q; want 2 and the server's max_payload named", code, errOut)
+	}
+	if out, errOut, code := crew("", "events", "--since", "2"); code != 0 || out != "" {
+		t.Fatalf("after the refused steer, crew events --since 2: exit %d, %q, %s; want nothing", code, out, errOut)
+	}
+}
