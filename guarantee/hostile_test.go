@@ -225,7 +225,7 @@ func TestFileModes(t *testing.T) {
 					t.Fatalf("crew %s: %v\n%s", strings.Join(args, " "), err, out)
 				}
 			}
-			sh("init")
+			sh("init", "--dir", filepath.Join(dir, ".crew")) // the .crew itself named: made with crew's mode too
 			sh("run", "create", "--id", "r1")
 			sh("task", "add", "t1", "--run", "r1")
 			sh("task", "start", "t1", "--run", "r1")

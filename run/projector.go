@@ -27,6 +27,11 @@ import (
 // each commit had projected before unlocking. Within the process, wmu
 // keeps one writer of the log (or repair) at a time.
 //
+// While it keeps the lock, the process trusts what it wrote itself
+// (lockEpoch): where the mailbox files end, and the agents' mail
+// directories it has open. tasks.json is written when the lock is let go
+// and at least every snapshotEvery events, not after every batch.
+//
 // By default an operation returns once its projections are done, as
 // before; SetAsync lets it return as soon as its event is durable.
 
@@ -253,7 +258,8 @@ func (r *Run) projectLoop() {
 	}
 }
 
-// runJobs projects the jobs' events and writes the snapshots of the last.
+// runJobs projects the jobs' events and checkpoints the snapshots of the
+// last (tasks.json when due, open.jsonl when its job carries it).
 // A projection that could not be written (a full disk, say) stops it
 // before tasks.json moves past the events, so that the next writer replays
 // them and projects them again (every step is idempotent).
@@ -355,11 +361,10 @@ const snapshotEvery = 128
 func (r *Run) checkpoint(st *State) error {
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
+	r.held.pending = st
 	if r.held.snapSeq > 0 && st.Seq-r.held.snapSeq < snapshotEvery {
-		r.held.pending = st
 		return nil
 	}
-	r.held.pending = st
 	return r.flushSnapshot()
 }
 

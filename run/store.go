@@ -610,7 +610,8 @@ func completeSize(path string, _ int64) (int64, error) {
 // between before and that is behind by some of evs, which are appended; one
 // that is missing, damaged at its end, ahead of the log, or behind by more
 // than evs hold (a line lost in a crash while tasks.json survived) is
-// rebuilt from the log.
+// rebuilt from the log. Where each file ends is read from it, unless this
+// process projected last and has kept the lock since (lockEpoch).
 func (r *Run) project(acts []treeAct, evs []*events.Event, files, before map[string]int64) error {
 	lines := map[string][]events.Message{}
 	for _, e := range evs {
@@ -708,7 +709,9 @@ func (r *Run) projectTree(acts []treeAct) error {
 				es = append(es, d.SetRead(a.copyName(k), true, false))
 			}
 		}
-		errs[k] = errors.Join(es...)
+		if errs[k] = errors.Join(es...); errs[k] != nil {
+			r.closeMailDir(agent) // opened again, and checked, next time
+		}
 	}
 	if len(agents) == 1 {
 		do(0)
@@ -835,6 +838,17 @@ func (r *Run) mailDir(tree mailbox.Store, agent string) (mailbox.AgentBox, error
 	}
 	r.held.dirs[agent] = d
 	return d, nil
+}
+
+// closeMailDir closes and forgets agent's mail directory, if mailDir
+// holds it open.
+func (r *Run) closeMailDir(agent string) {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if d := r.held.dirs[agent]; d != nil {
+		d.Close()
+		delete(r.held.dirs, agent)
+	}
 }
 
 // deliverCopy delivers the mail-tree copy of a run message into d. It is

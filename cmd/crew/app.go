@@ -57,6 +57,7 @@ crew respond t1 "Use Postgres." --run r1`,
 	}
 	app.Setup()
 	setUsageErrors(app.Commands)
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "crew %s\n", c.App.Version) } // as crew version prints it
 	return app
 }
 

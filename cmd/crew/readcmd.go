@@ -54,7 +54,7 @@ func readCommands() []*cli.Command {
 		{
 			Name:      "ack",
 			Usage:     "acknowledge messages addressed to you (a worker with --task, else the leader)",
-			UsageText: "crew ack 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f\ncrew inbox --task t1 --json | jq -r .id | xargs crew ack --task t1",
+			UsageText: "crew ack 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f\ncrew inbox --task t1 --json | jq -r .id | xargs -r crew ack --task t1",
 			ArgsUsage: "MSG_ID...",
 			Flags:     []cli.Flag{runFlag, taskFlag},
 			Action: func(c *cli.Context) error {

@@ -31,8 +31,13 @@ func initCommand() *cli.Command {
 				dir = "."
 			}
 			// Like git init DIR: a directory that does not exist yet is
-			// created (with the umask's modes; .crew itself gets crew's).
-			if err := os.MkdirAll(dir, 0o777); err != nil {
+			// created (with the umask's modes; .crew itself gets crew's,
+			// also when DIR names it).
+			parent := dir
+			if filepath.Base(dir) == run.DirName {
+				parent = filepath.Dir(dir)
+			}
+			if err := os.MkdirAll(parent, 0o777); err != nil {
 				return err
 			}
 			_, statErr := os.Stat(filepath.Join(dir, run.DirName))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -208,6 +209,11 @@ func (e *env) taskArg() (*run.Run, string, string, error) {
 			return nil, "", "", err
 		}
 	} else if err := crew.ValidateID("task", id); err != nil {
+		if e.c.Command.HasName("fail") || e.c.Command.HasName("cancel") || e.c.Command.HasName("retry") {
+			if strings.ContainsAny(id, " \t") { // text where the task id goes
+				err = fmt.Errorf("invalid task id %q: %s; a reason goes in --reason: %w", id, crew.IDRule, crew.ErrInvalid)
+			}
+		}
 		return nil, "", "", err
 	}
 	r, err := e.run()
