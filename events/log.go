@@ -51,6 +51,9 @@ func (e *DamageError) Error() string {
 	if e.Line > 0 {
 		where = fmt.Sprintf("line %d", e.Line)
 	}
+	if e.Seq == 0 { // read from the end (Last): no seq was expected
+		return fmt.Sprintf("%s:%s: %s", e.File, where, e.Reason)
+	}
 	return fmt.Sprintf("%s:%s: %s (expected seq %d)", e.File, where, e.Reason, e.Seq)
 }
 

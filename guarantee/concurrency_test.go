@@ -441,3 +441,48 @@ func TestInboxRace(t *testing.T) {
 	}
 	checkProjections(t, dir, "r1", evs)
 }
+
+// TestCaseVariantsRace: processes creating, at the same instant, runs or
+// mailboxes whose ids differ only in letter case (SPEC §1: they may not
+// coexist): exactly one of each round is made, and the others exit 3.
+func TestCaseVariantsRace(t *testing.T) {
+	dir := newRun(t, "r1", "t1")
+	variants := []string{"caseA1", "CASEA1", "Casea1", "cAsEa1", "casea1", "CaSeA1", "caSEa1", "CASEa1"}
+	for round, argsOf := range []func(id string) []string{
+		func(id string) []string { return []string{"run", "create", "--id", id} },
+		func(id string) []string { return []string{"mail", "send", "--to", "box" + id, "--create-recipient", "hi"} },
+	} {
+		var argss [][]string
+		for _, v := range variants {
+			argss = append(argss, argsOf(v))
+		}
+		made := 0
+		for i, r := range race(t, dir, argss) {
+			switch r.Code {
+			case 0:
+				made++
+			case 3:
+			default:
+				t.Fatalf("round %d: %v: exit %d, want 0 or 3: %s", round, argss[i], r.Code, r.Stderr)
+			}
+		}
+		if made != 1 {
+			t.Errorf("round %d: %d of %d case variants were made, want 1", round, made, len(variants))
+		}
+	}
+	for _, sub := range []string{"runs", "mail"} {
+		ents, err := os.ReadDir(filepath.Join(dir, ".crew", "state", sub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			if e.IsDir() && strings.EqualFold(strings.TrimPrefix(e.Name(), "box"), "casea1") {
+				names = append(names, e.Name())
+			}
+		}
+		if len(names) != 1 {
+			t.Errorf("state/%s holds %v, want one of the variants", sub, names)
+		}
+	}
+}

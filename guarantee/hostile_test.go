@@ -11,12 +11,14 @@ package guarantee
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -114,10 +116,12 @@ func TestSymlinkedDirectoriesAreNotWrittenThrough(t *testing.T) {
 	crew(t, dir, "steer", "t1", "through the link?", "--run", "r1") // committed; its mail-tree copy is not written
 	for _, args := range [][]string{
 		{"mail", "send", "--to", "t1", "--create-recipient", "through the link?"},
+		{"mail", "send", "--to", "t1", "through the link?"},
 		{"mail", "archive", "t1", "--include-unread", "--older-than", "0s"},
+		{"mail", "check", "t1"},
 	} {
-		if res := runCrew(t, dir, args...); res.Code == 0 {
-			t.Errorf("%s with a symlinked mail directory: exit 0\n%s", strings.Join(args, " "), res.Stdout)
+		if res := runCrew(t, dir, args...); res.Code == 0 || !strings.Contains(res.Stderr, "symbolic link") {
+			t.Errorf("%s with a symlinked mail directory: exit %d, want an error naming the link\n%s%s", strings.Join(args, " "), res.Code, res.Stdout, res.Stderr)
 		}
 	}
 	if out := crew(t, dir, "inbox", "--json", "--run", "r1", "--task", "t1"); !strings.Contains(out, "through the link?") {
@@ -150,6 +154,31 @@ func TestSymlinkedDirectoriesAreNotWrittenThrough(t *testing.T) {
 		}
 	}
 	assertSameImage(t, "writes through symbolic links", elsewhere, outside)
+
+	// The state root's own directories: state, state/runs, state/mail.
+	for _, sub := range []string{"state", filepath.Join("state", "runs"), filepath.Join("state", "mail")} {
+		t.Run(sub, func(t *testing.T) {
+			dir := newRun(t, "r1", "t1")
+			moved := filepath.Join(t.TempDir(), "moved")
+			if err := os.Rename(filepath.Join(dir, ".crew", sub), moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, filepath.Join(dir, ".crew", sub)); err != nil {
+				t.Fatal(err)
+			}
+			before := takeImage(t, moved)
+			for _, args := range [][]string{
+				{"steer", "t1", "through the link?", "--run", "r1"},
+				{"run", "create", "--id", "r8"},
+				{"mail", "send", "--to", "zed", "--create-recipient", "hi"},
+			} {
+				if res := runCrew(t, dir, args...); res.Code != exitInvalid || !strings.Contains(res.Stderr, "symbolic link") {
+					t.Errorf("%s with .crew/%s a symbolic link: exit %d, want %d naming the link\n%s", strings.Join(args, " "), sub, res.Code, exitInvalid, res.Stderr)
+				}
+			}
+			assertSameImage(t, "writes through .crew/"+sub, moved, before)
+		})
+	}
 }
 
 // TestSymlinkedFilesAreNotWrittenThrough: the log, a mailbox file,
@@ -556,5 +585,113 @@ func TestMailFileThatIsNotJSON(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(bad); string(data) != "this is not JSON {" {
 		t.Errorf("the bad file was changed: %q", data)
+	}
+}
+
+// TestSharedGroupWritersOfTwoUsers: with --shared-group, processes of two
+// users in one group take turns writing a run, and every one of them
+// keeps tasks.json current (its spare, made by the other user, is one
+// this user cannot chmod: it is replaced, not given up on), and crew
+// repair works for both. It needs root, to run crew as two other users.
+func TestSharedGroupWritersOfTwoUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run crew as two other users")
+	}
+	const gid = 4242
+	shared, err := os.MkdirTemp("", "crew-shared-group-") // t.TempDir's parent lets no other user in
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	bin := filepath.Join(shared, "crew")
+	data, err := os.ReadFile(crewBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(shared, "state")
+	if err := os.Mkdir(state, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{shared, state} {
+		if err := os.Chown(p, 0, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(shared, 0o755)
+	os.Chmod(state, os.ModeSetgid|0o770)
+	as := func(uid uint32, args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--shared-group", "--dir", filepath.Join(state, ".crew")}, args...)...)
+		cmd.Dir = state
+		cmd.Env = crewEnv("CREW_RUN=r1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("crew %s as uid %d: %v\n%s", strings.Join(args, " "), uid, err, out)
+		}
+	}
+	as(4201, "init")
+	as(4201, "run", "create", "--id", "r1")
+	as(4201, "task", "add", "t1")
+	for i, uid := range []uint32{4201, 4202, 4201, 4202, 4202, 4201} {
+		as(uid, "steer", "t1", fmt.Sprintf("steer %d", i))
+		snap, err := os.ReadFile(filepath.Join(state, ".crew", "state", "runs", "r1", "tasks.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Seq int64 }
+		if err := json.Unmarshal(bytes.TrimSpace(snap), &st); err != nil || st.Seq != int64(3+i) {
+			t.Fatalf("after steer %d by uid %d, tasks.json is at seq %d (%v), want %d", i, uid, st.Seq, err, 3+i)
+		}
+	}
+	as(4202, "repair", "r1")
+	as(4201, "repair", "r1")
+}
+
+// TestSnapshotThatIsNoFile: tasks.json or open.jsonl replaced by a FIFO
+// (whose open would block), a link to /dev/zero (whose reading never
+// ends) or a directory is not read: readers and writers rebuild the state
+// from the log, and neither hangs nor fails.
+func TestSnapshotThatIsNoFile(t *testing.T) {
+	for _, name := range []string{"tasks.json", "open.jsonl"} {
+		for _, kind := range []string{"fifo", "dev-zero", "dir"} {
+			t.Run(name+"/"+kind, func(t *testing.T) {
+				dir := newRun(t, "r1", "t1")
+				crew(t, dir, "steer", "t1", "first", "--run", "r1")
+				p := filepath.Join(runDir(dir, "r1"), name)
+				os.Remove(p)
+				var err error
+				switch kind {
+				case "fifo":
+					err = syscall.Mkfifo(p, 0o600)
+				case "dev-zero":
+					err = os.Symlink("/dev/zero", p)
+				case "dir":
+					err = os.Mkdir(p, 0o700)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, args := range [][]string{{"task", "list", "--json"}, {"steer", "t1", "second"}, {"inbox", "--task", "t1", "--json"}} {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					cmd := exec.CommandContext(ctx, crewBin, append(args, "--run", "r1")...)
+					cmd.Dir, cmd.Env = dir, crewEnv()
+					out, err := cmd.CombinedOutput()
+					timedOut := ctx.Err() != nil
+					cancel()
+					if timedOut {
+						t.Fatalf("crew %s with %s a %s: still running after 20 s", strings.Join(args, " "), name, kind)
+					}
+					if err != nil {
+						t.Fatalf("crew %s with %s a %s: %v\n%s", strings.Join(args, " "), name, kind, err, out)
+					}
+				}
+				if out := crew(t, dir, "inbox", "--task", "t1", "--json", "--run", "r1"); !strings.Contains(out, `"body":"second"`) {
+					t.Errorf("the second steer is not in the inbox:\n%s", out)
+				}
+			})
+		}
 	}
 }

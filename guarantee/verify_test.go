@@ -353,7 +353,7 @@ func checkProjections(t testing.TB, dir, runID string, evs []logEvent) (temps in
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), ".") && e.Name() != spareSnapshot {
+			if strings.HasPrefix(e.Name(), ".") && !kept[e.Name()] {
 				temps++
 			}
 		}
@@ -449,12 +449,13 @@ func projectionFiles(t testing.TB, dir, runID string) map[string][]byte {
 	return out
 }
 
-// spareSnapshot is the one hidden file crew keeps on purpose: tasks.json
-// is rewritten into it (run.rewriteKeepingInodes).
-const spareSnapshot = ".tasks.json.spare"
+// kept are the hidden files crew keeps on purpose: the spare tasks.json
+// is rewritten into (run.rewriteKeepingInodes), and the locks that
+// creators of runs and of mailboxes take in turn.
+var kept = map[string]bool{".tasks.json.spare": true, ".runs.lock": true, ".mail.lock": true}
 
 // hiddenFiles lists the hidden files (temporary files) under dir's state
-// root, relative to it, but for spareSnapshot.
+// root, relative to it, but for those kept on purpose.
 func hiddenFiles(t testing.TB, dir string) []string {
 	t.Helper()
 	var out []string
@@ -463,7 +464,7 @@ func hiddenFiles(t testing.TB, dir string) []string {
 		if err != nil {
 			return err
 		}
-		if p != root && strings.HasPrefix(d.Name(), ".") && d.Name() != spareSnapshot {
+		if p != root && strings.HasPrefix(d.Name(), ".") && !kept[d.Name()] {
 			rel, _ := filepath.Rel(root, p)
 			out = append(out, rel)
 		}

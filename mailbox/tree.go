@@ -46,6 +46,13 @@ const (
 	treeStampLayout = "2006-01-02T15-04-05.000Z"
 )
 
+// createLock returns the path of the lock file that creators of
+// mailboxes take in turn: beside the tree's root, not in it, where every
+// entry is an agent's directory (.crew/state/.mail.lock).
+func (t Tree) createLock() string {
+	return filepath.Join(filepath.Dir(t.Root), "."+filepath.Base(t.Root)+".lock")
+}
+
 // ArchiveDir is the name of the sub-directory of an agent's mail directory
 // that Archive moves old messages into.
 const ArchiveDir = "archive"
@@ -336,6 +343,13 @@ func (t Tree) Create(agent string) error {
 			return fmt.Errorf("create mail tree: %w", err)
 		}
 	}
+	// One creator at a time, from the check for a name in use (in any
+	// letter case) to the new directory (SPEC §1).
+	unlock, err := fsys.LockFile(t.createLock(), perm.File)
+	if err != nil {
+		return fmt.Errorf("create mailbox for agent %s: %w", agent, err)
+	}
+	defer unlock()
 	agents, err := t.Agents()
 	if err != nil {
 		return err
@@ -870,6 +884,36 @@ func treeFindRead(data []byte) (start, end int, ok bool) {
 	return start, end, found
 }
 
+// staleTemp is how old a temp file of Deliver or SetRead must be for
+// Archive to remove it: Maildir's rule for tmp/ (36 hours,
+// https://cr.yp.to/proto/maildir.html), since a delivery that old was
+// killed and will never finish.
+const staleTemp = 36 * time.Hour
+
+// removeStaleTemps removes the temp files (treeTempPrefix) older than
+// staleTemp from the mail directory r and its archive/, and reports how
+// many it removed.
+func removeStaleTemps(r *os.Root, now time.Time) int {
+	n := 0
+	for _, dir := range []string{".", ArchiveDir} {
+		d, err := r.Open(dir)
+		if err != nil {
+			continue
+		}
+		des, _ := d.ReadDir(-1)
+		d.Close()
+		for _, de := range des {
+			if !strings.HasPrefix(de.Name(), treeTempPrefix) || !de.Type().IsRegular() {
+				continue
+			}
+			if fi, err := de.Info(); err == nil && now.Sub(fi.ModTime()) > staleTemp && r.Remove(filepath.Join(dir, de.Name())) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Archive moves agent's messages older than olderThan (Timestamp before
 // now minus olderThan) from the mail directory into archive/, and returns
 // the names moved, in name order. It moves read messages only, unread ones
@@ -880,6 +924,8 @@ func treeFindRead(data []byte) (start, end int, ok bool) {
 // identical file (a move cut short by a crash) has its old name removed.
 // Both directories are fsync(2)ed afterwards. Files that cannot be parsed
 // stay where they are (List reports them). archive/ is created if missing.
+// Temp files left by killed deliveries are removed once older than 36
+// hours (staleTemp, Maildir's rule).
 //
 // It returns the names moved together with an error joining every message
 // that could not be moved, or an error for the mailbox as a whole:
@@ -896,6 +942,7 @@ func (t Tree) Archive(agent string, olderThan time.Duration, includeUnread bool,
 	if err := treeMkdir(r, ArchiveDir, t.perm().Dir); err != nil {
 		return nil, fmt.Errorf("archive mail of agent %s: %w", agent, err)
 	}
+	removeStaleTemps(r, now)
 	files, _, err := t.readDir(r, agent, ".", func(string) bool { return true })
 	if err != nil {
 		return nil, err

@@ -807,3 +807,36 @@ func TestMailJSON(t *testing.T) {
 		t.Errorf("json.Unmarshal = %+v, %v", back.Mail, err)
 	}
 }
+
+// TestArchiveRemovesStaleTemps: temp files of deliveries killed long ago
+// (older than Maildir's 36 hours) are removed by Archive; younger ones,
+// which may belong to a delivery in progress, and messages stay.
+func TestArchiveRemovesStaleTemps(t *testing.T) {
+	tr := newTree(t, "bob")
+	now := time.Now()
+	name, err := tr.Deliver("bob", testMail(t, now), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		age  time.Duration
+	}{{treeTempPrefix + "old", 40 * time.Hour}, {treeTempPrefix + "young", time.Hour}, {filepath.Join(ArchiveDir, treeTempPrefix+"old"), 37 * time.Hour}} {
+		p := filepath.Join(tr.Dir("bob"), c.name)
+		if err := os.WriteFile(p, []byte(`{"body":"half`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-c.age), now.Add(-c.age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tr.Archive("bob", 24*time.Hour, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(t, tr.Dir("bob")); !slices.Equal(got, []string{treeTempPrefix + "young", name}) {
+		t.Errorf("after Archive the mailbox holds %v, want the young temp file and the message", got)
+	}
+	if got := files(t, filepath.Join(tr.Dir("bob"), ArchiveDir)); len(got) != 0 {
+		t.Errorf("after Archive archive/ holds %v, want nothing", got)
+	}
+}

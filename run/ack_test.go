@@ -82,3 +82,21 @@ func TestAcknowledgeClosedMessageOnlyByItsRecipient(t *testing.T) {
 	ack(Leader, b.ID, crew.ErrConflict)
 	ack("t2", b.ID, nil) // t2's own copy is still open
 }
+
+// A reject's reason in invalid UTF-8 is refused (SPEC §2: crew never
+// alters text silently), and nothing is written.
+func TestRejectReasonMustBeUTF8(t *testing.T) {
+	ctx := context.Background()
+	r := newTestRun(t)
+	_, err := r.AddTask(ctx, "t1", TaskSpec{}, "leader")
+	must(t, err)
+	m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "x"})
+	must(t, err)
+	before := len(logEvents(t, r))
+	if err := r.Acknowledge(ctx, "t1", []string{m.ID}, true, "bad\xff"); !errors.Is(err, crew.ErrInvalid) {
+		t.Fatalf("reject with an invalid UTF-8 reason: %v, want ErrInvalid", err)
+	}
+	if n := len(logEvents(t, r)); n != before {
+		t.Fatalf("the refused reject wrote %d events", n-before)
+	}
+}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -62,13 +63,14 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 		return mailbox.Mail{}, fmt.Errorf("mail body is %d bytes, over the limit of %d bytes (--max-body): %w", len(o.Body), root.maxBody(), crew.ErrInvalid)
 	}
 	tree := root.Mail()
-	if !tree.Exists(o.To) {
-		if !o.CreateRecipient {
-			return mailbox.Mail{}, fmt.Errorf("no mailbox for agent %s; send with --create-recipient to create it: %w", o.To, crew.ErrNotFound)
-		}
-		if err := tree.Create(o.To); err != nil {
-			return mailbox.Mail{}, err
-		}
+	if d, err := tree.OpenAgent(o.To); err == nil {
+		d.Close()
+	} else if !errors.Is(err, crew.ErrNotFound) {
+		return mailbox.Mail{}, err // a mailbox that is a link, or not a directory: named, not created over
+	} else if !o.CreateRecipient {
+		return mailbox.Mail{}, fmt.Errorf("no mailbox for agent %s; send with --create-recipient to create it: %w", o.To, crew.ErrNotFound)
+	} else if err := tree.Create(o.To); err != nil {
+		return mailbox.Mail{}, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {

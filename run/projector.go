@@ -479,7 +479,7 @@ func (r *Run) openSnapshotState() (seq, count int64) {
 		return r.openSeq.Load(), r.openCount.Load()
 	}
 	var h openHeader
-	if f, err := os.Open(r.path("open.jsonl")); err == nil {
+	if f, err := openSnapshot(r.path("open.jsonl")); err == nil {
 		if l, err := jsonl.NewReader(f, 0, 1).Next(); err == nil {
 			json.Unmarshal(l.Data, &h)
 		}
@@ -551,7 +551,7 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 		st.only, st.onlySet = only, onlySet
 		return st
 	}
-	f, err := os.Open(r.path("open.jsonl"))
+	f, err := openSnapshot(r.path("open.jsonl"))
 	if err != nil {
 		return fresh()
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -340,6 +341,9 @@ func participantTask(participant string) string { return recipientKey(participan
 func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string, reject bool, reason string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("no message id given: %w", crew.ErrInvalid)
+	}
+	if !utf8.ValidString(reason) {
+		return fmt.Errorf("reason is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 	}
 	for _, id := range ids {
 		if _, err := uuidCheck(id); err != nil {

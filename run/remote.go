@@ -346,9 +346,15 @@ type remoteCursor struct {
 	l   *remoteLog
 	seq int64 // the seq of the last event returned
 	buf []*events.Event
+	err error // what stopped the read that filled buf, returned after buf
 }
 
 func (c *remoteCursor) Next() (events.Event, error) {
+	if len(c.buf) == 0 && c.err != nil {
+		err := c.err
+		c.err = nil
+		return events.Event{}, err
+	}
 	if len(c.buf) == 0 {
 		err := c.l.s.Read(context.Background(), c.l.run, c.seq, func(e *events.Event) error {
 			c.buf = append(c.buf, e)
@@ -358,7 +364,10 @@ func (c *remoteCursor) Next() (events.Event, error) {
 			return nil
 		})
 		if err != nil && err != events.StopScan {
-			return events.Event{}, err
+			if len(c.buf) == 0 {
+				return events.Event{}, err
+			}
+			c.err = err // the events before it first (a damaged message: what could be read is read)
 		}
 		if len(c.buf) == 0 {
 			return events.Event{}, io.EOF

@@ -86,16 +86,37 @@ func Find(dir string, perm crew.Perm) (*Root, error) {
 		return nil, err
 	}
 	if filepath.Base(abs) == DirName && isDir(abs) {
-		return &Root{Dir: abs, Perm: perm}, nil
+		return checkLayout(&Root{Dir: abs, Perm: perm})
 	}
 	for d := abs; ; d = filepath.Dir(d) {
 		if isDir(filepath.Join(d, DirName)) {
-			return &Root{Dir: filepath.Join(d, DirName), Perm: perm}, nil
+			return checkLayout(&Root{Dir: filepath.Join(d, DirName), Perm: perm})
 		}
 		if filepath.Dir(d) == d {
 			return nil, fmt.Errorf("no .crew directory in %s or any parent; run crew init: %w", abs, crew.ErrNotFound)
 		}
 	}
+}
+
+// checkLayout returns r if the directories crew keeps inside it (state,
+// state/runs, state/mail) are real directories or missing: one that is a
+// symbolic link (or not a directory) is refused, with crew.ErrInvalid, so
+// that no write goes through it (SPEC §7.6). The .crew directory itself
+// may be a link: it is where the user put the state root.
+func checkLayout(r *Root) (*Root, error) {
+	for _, d := range []string{filepath.Join(r.Dir, "state"), r.runsDir(), r.MailTree().Root} {
+		st, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, err
+		case st.Mode()&os.ModeSymlink != 0:
+			return nil, fmt.Errorf("%s is a symbolic link; crew does not follow links inside the state root: %w", d, crew.ErrInvalid)
+		case !st.IsDir():
+			return nil, fmt.Errorf("%s is not a directory: %w", d, crew.ErrInvalid)
+		}
+	}
+	return r, nil
 }
 
 func isDir(p string) bool {
@@ -220,6 +241,14 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	if err := mkdir(r.runsDir(), r.Perm); err != nil {
 		return nil, err
 	}
+	// One creator at a time, from the check for an id in use (in any
+	// letter case) to the run's appearance: two ids that differ only in
+	// case must not both be made (SPEC §1).
+	unlock, err := fsys.LockFile(filepath.Join(r.Dir, "state", ".runs.lock"), r.Perm.File)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	existing, err := r.runIDs()
 	if err != nil {
 		return nil, err

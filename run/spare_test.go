@@ -163,8 +163,8 @@ func TestSealedSnapshotNeverTorn(t *testing.T) {
 	}
 }
 
-// TestOpenJSON: a sealed object opens whole; cut short, changed or mixed
-// it does not; an unsealed one (an older crew's) is left to the decoder.
+// TestOpenJSON: a sealed object opens whole; cut short, changed, empty or
+// unsealed (an older crew's, or edited by hand) it does not.
 func TestOpenJSON(t *testing.T) {
 	sealed := sealJSON([]byte(`{"seq":12,"tasks":{}}`))
 	if !bytes.HasPrefix(sealed, []byte(`{"seq":12,"tasks":{},"crc32":"`)) || !bytes.HasSuffix(sealed, []byte(`"}`+"\n")) {
@@ -179,7 +179,39 @@ func TestOpenJSON(t *testing.T) {
 			t.Errorf("%s: openJSON(%q) took it as whole", name, data)
 		}
 	}
-	if obj, ok := openJSON([]byte(`{"seq":12}` + "\n")); !ok || string(obj) != `{"seq":12}`+"\n" {
-		t.Errorf("openJSON(unsealed) = %q, %v", obj, ok)
+	if obj, ok := openJSON([]byte(`{"seq":12}` + "\n")); ok {
+		t.Errorf("openJSON(unsealed) = %q, took it as whole", obj)
+	}
+}
+
+// TestRewriteKeepingInodesNeverStuck: a spare with another name (a hard
+// link from outside, as cp -al leaves) is not written through; a spare or
+// .old that is a directory with files in it does not stop the rewrite.
+func TestRewriteKeepingInodesNeverStuck(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.json")
+	rewrite(t, path, "one\n")
+	rewrite(t, path, "one again\n") // now there is a spare
+	outside := filepath.Join(t.TempDir(), "backup")
+	must(t, os.WriteFile(outside, []byte("backup\n"), 0o644))
+	must(t, os.Remove(filepath.Join(dir, ".tasks.json.spare")))
+	must(t, os.Link(outside, filepath.Join(dir, ".tasks.json.spare")))
+	rewrite(t, path, "two\n")
+	rewrite(t, path, "three\n")
+	rewrite(t, path, "four\n")
+	if data, _ := os.ReadFile(outside); string(data) != "backup\n" {
+		t.Fatalf("written through a hard link: the outside file holds %q", data)
+	}
+	if fi, _ := os.Stat(outside); fi.Mode().Perm() != 0o644 {
+		t.Errorf("the outside file's mode was changed to %v", fi.Mode().Perm())
+	}
+	for _, name := range []string{".tasks.json.spare", ".tasks.json.old"} {
+		must(t, os.RemoveAll(filepath.Join(dir, name)))
+		must(t, os.MkdirAll(filepath.Join(dir, name, "sub"), 0o700))
+		rewrite(t, path, "with a directory at "+name+"\n")
+		if data, _ := os.ReadFile(path); string(data) != "with a directory at "+name+"\n" {
+			t.Fatalf("with a directory at %s: tasks.json = %q", name, data)
+		}
+		must(t, os.RemoveAll(filepath.Join(dir, name)))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/crew-dev/crew"
@@ -196,9 +197,13 @@ func TestStateRebuiltFromLog(t *testing.T) {
 		t.Fatalf("state from the log alone\n%s\ndiffers from the state read with tasks.json\n%s", got, want)
 	}
 
-	write := func(data string) {
+	writeRaw := func(data string) {
 		t.Helper()
 		must(t, os.WriteFile(snapshotPath(r), []byte(data), 0o600))
+	}
+	write := func(data string) { // sealed, as crew writes it: the checks after the seal's are tested
+		t.Helper()
+		writeRaw(string(sealJSON([]byte(strings.TrimSpace(data)))))
 	}
 	check := func(what string) {
 		t.Helper()
@@ -214,18 +219,28 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	}
 	// Every earlier snapshot plus the log after it gives the same state.
 	for i, snap := range snapshots {
-		write(string(snap))
+		writeRaw(string(snap))
 		check(fmt.Sprintf("snapshot after step %d", i+1))
 	}
+	// Edited by hand (a task's status changed) without its seal redone.
+	last := string(snapshots[len(snapshots)-1])
+	edited := strings.Replace(last, `"status":"pending"`, `"status":"cancelled"`, 1)
+	if edited == last {
+		t.Fatalf("no pending task in the last snapshot to edit: %s", last)
+	}
+	writeRaw(edited)
+	check("tasks.json edited by hand")
+	writeRaw(want + "\n")
+	check("tasks.json without its seal (an older crew's)")
 	var old map[string]any
 	must(t, json.Unmarshal([]byte(want), &old))
 	delete(old, "files") // as written before State.Files existed
 	b, _ := json.Marshal(old)
 	write(string(b))
 	check("tasks.json without files")
-	write("{not json")
+	writeRaw("{not json")
 	check("corrupt tasks.json")
-	write("")
+	writeRaw("")
 	check("empty tasks.json")
 	var bad State
 	must(t, json.Unmarshal([]byte(want), &bad))

@@ -492,7 +492,7 @@ func (r *Run) readSnapshot() *State {
 	empty := newState()
 	empty.Open = nil
 	for range 3 { // a snapshot read while it was rewritten is read again
-		data, err := os.ReadFile(r.path("tasks.json"))
+		data, err := readSnapshotFile(r.path("tasks.json"))
 		if err != nil {
 			return empty
 		}

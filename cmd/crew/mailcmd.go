@@ -152,9 +152,11 @@ func (e *env) agents() ([]string, error) {
 		if err := crew.ValidateID("agent", a); err != nil {
 			return nil, err
 		}
-		if !root.Mail().Exists(a) {
-			return nil, fmt.Errorf("no mailbox for agent %s: %w", a, crew.ErrNotFound)
+		d, err := root.Mail().OpenAgent(a) // missing (exit 4), or refused: a link, not a directory
+		if err != nil {
+			return nil, err
 		}
+		d.Close()
 		return []string{a}, nil
 	}
 	if a := e.c.String("as"); a != "" {

@@ -123,6 +123,7 @@ type result struct {
 	WakeCallP50ms float64 `json:"wake_call_p50_ms"` // from Respond's call instead of its return
 	GroupPerS     float64 `json:"group_per_s"`
 	RawCreatePerS float64 `json:"raw_create_per_s"` // new 600-byte files per second, no fsync: the mail-tree copies' ceiling
+	RawGroupPerS  float64 `json:"raw_group_per_s"`  // 16 goroutines, a group-committed line and a new file per message, nothing else
 	WakeEarly     int     `json:"wake_early"`       // samples where the answer was printed before Respond returned
 	Events        int64   `json:"events"`           // events in the large run
 	GenEventsPerS float64 `json:"gen_events_per_s"`
@@ -189,6 +190,15 @@ func bench(c config) error {
 		res.SendSyncPerS, res.SendSyncRatio = median(sync), medianRatio(sync, r)
 	}
 	if c.runs("group") {
+		// First, on a quiet disk: what the file system and processors
+		// allow any program, for reference.
+		step("file creation, and the least a program does for 16 writers, %s each", c.round)
+		if res.RawCreatePerS, err = rawCreate(tmp, c.round); err != nil {
+			return err
+		}
+		if res.RawGroupPerS, err = rawGroup(tmp, c.round); err != nil {
+			return err
+		}
 		step("raw limit and 16 writers, %d rounds of %s each", c.rounds, c.round)
 		r, group, err := alternate(tmp, c, "group", sendGroup)
 		if err != nil {
@@ -196,10 +206,6 @@ func bench(c config) error {
 		}
 		raw = append(raw, r...)
 		res.GroupPerS, res.GroupRatio = median(group), medianRatio(group, r)
-		step("file creation, %s", c.round)
-		if res.RawCreatePerS, err = rawCreate(tmp, c.round); err != nil {
-			return err
-		}
 	}
 	if len(raw) > 0 {
 		res.RawFsyncPerS = median(raw)
@@ -210,8 +216,11 @@ func bench(c config) error {
 			row{"group_ratio", "library steers from 16 goroutines, ÷ raw", f2(res.GroupRatio), "≥ 5", f0(res.GroupPerS) + " ops/s"},
 		)
 		if res.RawCreatePerS > 0 {
-			rows = append(rows, row{"raw_create_per_s", "new 600-byte files written per second, no fsync (one per message: the mail-tree copy)", f0(res.RawCreatePerS), "(reference)",
-				fmt.Sprintf("%.1f × raw_fsync_per_s: the ceiling of group_ratio", res.RawCreatePerS/res.RawFsyncPerS)})
+			rows = append(rows,
+				row{"raw_create_per_s", "new 600-byte files written per second, no fsync (the mail-tree copy a message gets)", f0(res.RawCreatePerS), "(reference)",
+					fmt.Sprintf("%.1f × raw_fsync_per_s", res.RawCreatePerS/res.RawFsyncPerS)},
+				row{"raw_group_ratio", "16 goroutines doing only what a message must: a group-committed line and a new file each, ÷ raw", f2(res.RawGroupPerS / res.RawFsyncPerS), "(reference)",
+					f0(res.RawGroupPerS) + " messages/s: what no program gets past here"})
 		}
 	}
 

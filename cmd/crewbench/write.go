@@ -76,6 +76,85 @@ func rawCreate(dir string, d time.Duration) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
+// rawGroup measures, for d, the least any program does for group_ratio's
+// workload on this disk and these processors: 16 goroutines, each
+// appending rawLine and creating a 600-byte file per message (SPEC §5's
+// mail-tree copy), the lines group-committed (whoever finds no commit
+// running writes every queued line in one write(2) and one fsync(2);
+// the others wait for it), nothing else: no encoding, no validation, no
+// state. It returns messages per second.
+func rawGroup(dir string, d time.Duration) (float64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "rawgroup.log"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var (
+		mu      sync.Mutex
+		queue   []chan error
+		leading bool
+	)
+	commit := func() error {
+		done := make(chan error, 1)
+		mu.Lock()
+		queue = append(queue, done)
+		if leading {
+			mu.Unlock()
+			return <-done
+		}
+		leading = true
+		for len(queue) > 0 {
+			batch := queue
+			queue = nil
+			mu.Unlock()
+			_, err := f.Write(bytes.Repeat(rawLine, len(batch)))
+			if err == nil {
+				err = f.Sync()
+			}
+			for _, c := range batch {
+				c <- err
+			}
+			mu.Lock()
+		}
+		leading = false
+		mu.Unlock()
+		return <-done
+	}
+	data := bytes.Repeat([]byte("x"), 600)
+	var (
+		n     atomic.Int64
+		wg    sync.WaitGroup
+		first atomic.Value
+	)
+	start := time.Now()
+	for g := range groupWriters {
+		sub, err := os.MkdirTemp(dir, "rawgroup-")
+		if err != nil {
+			return 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Since(start) < d; i++ {
+				err := commit()
+				if err == nil {
+					err = os.WriteFile(filepath.Join(sub, fmt.Sprintf("%02d-%07d.json", g, i)), data, 0o600)
+				}
+				if err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(n.Load()) / time.Since(start).Seconds(), nil
+}
+
 // workload prepares a run and returns a function that drives the library
 // for a duration and returns operations per second.
 type workload func(dir string) (func(time.Duration) (float64, error), error)

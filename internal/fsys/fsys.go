@@ -16,6 +16,8 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/gofrs/flock"
+
 	"github.com/crew-dev/crew"
 )
 
@@ -142,11 +144,12 @@ func Mkdir(name string, perm os.FileMode) error {
 // other refusals of links do.
 var ErrLink = fmt.Errorf("not a regular file; crew does not write through symbolic links: %w", crew.ErrInvalid)
 
-// OpenNoFollow opens the regular file at path for writing (flag holds
+// OpenNoFollow opens the regular file at path (flag holds os.O_RDONLY,
 // os.O_RDWR or os.O_WRONLY, and maybe os.O_CREATE) without following a
-// symbolic link: a link, or anything but a regular file, is refused with an
-// error wrapping ErrLink, and so is a file swapped for another between the
-// check and the open. With os.O_CREATE a missing file is created
+// symbolic link: a link, or anything but a regular file (a FIFO, whose
+// open would block, or a device), is refused with an error wrapping
+// ErrLink, and so is a file swapped for another between the check and the
+// open. With os.O_CREATE a missing file is created
 // exclusively (O_EXCL), so a link planted meanwhile is not followed either
 // (SPEC §7.6).
 func OpenNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
@@ -168,4 +171,25 @@ func OpenNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 		return nil, fmt.Errorf("%s: %w", path, ErrLink)
 	}
 	return f, nil
+}
+
+// LockFile takes the exclusive lock on the lock file at path
+// (github.com/gofrs/flock: flock(2)), creating the file with mode perm
+// (set exactly, whatever the umask) if missing, and returns the function
+// that lets it go.
+// A path that is a symbolic link, or not a regular file, is refused with
+// an error wrapping ErrLink: flock opens it with O_CREATE, which would
+// follow a link.
+func LockFile(path string, perm os.FileMode) (unlock func(), err error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("lock %s: %w", path, ErrLink)
+	}
+	fl := flock.New(path, flock.SetPermissions(perm))
+	if err := fl.Lock(); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != perm.Perm() {
+		os.Chmod(path, perm) // the umask's part undone; another user's file keeps its mode
+	}
+	return func() { fl.Unlock() }, nil
 }

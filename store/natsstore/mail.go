@@ -26,6 +26,8 @@ import (
 //	                            the mail file's content (mailbox.Mail.Marshal)
 //	archive.<agent>.<name>      an archived message (crew mail archive)
 //	projected.<run>             the seq up to which run's messages are copied here
+//	name.<kind>.<lower-case id> the run or mailbox (kind "run" or "box") that holds an
+//	                            id in any letter case: the value is the id as made
 //
 // Names are made of an agent id, a UUID and a time stamp, all valid key
 // tokens. Each write is a compare-and-set on the key's revision
@@ -63,7 +65,7 @@ func (m *Mail) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = m.s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      MailBucket,
-			Description: "crew: the per-agent mail tree and the runs' projection marks",
+			Description: "crew: the per-agent mail tree, the runs' projection marks, the ids in use",
 			History:     1,
 			Storage:     jetstream.FileStorage,
 			Replicas:    m.s.opts.Replicas,
@@ -71,6 +73,10 @@ func (m *Mail) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = m.s.js.KeyValue(ctx, MailBucket) // created by another process meanwhile
 		}
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errReplicasNotSupported {
+		return nil, fmt.Errorf("mail bucket %s: --nats-replicas %d, but the server at %s is no cluster (one copy only): %w", MailBucket, m.s.opts.Replicas, m.s.url, crew.ErrInvalid)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mail bucket %s on NATS at %s: %w", MailBucket, m.s.url, err)
@@ -109,6 +115,34 @@ func boxKey(agent string) string           { return "box." + agent }
 func mailKey(agent, name string) string    { return "mail." + agent + "." + name }
 func archiveKey(agent, name string) string { return "archive." + agent + "." + name }
 func projectedKey(run string) string       { return "projected." + run }
+func nameKey(kind, id string) string        { return "name." + kind + "." + strings.ToLower(id) }
+
+// claim takes id, of a run or a mailbox (kind "run" or "box"), in every
+// letter case at once: a create of name.<kind>.<lower-case id> succeeds
+// for one creator only, so that of two ids that differ only in case,
+// made at the same instant on two machines, one is refused (SPEC §1). An
+// id already claimed in the same case (by an earlier or interrupted
+// create of it) is taken again; in another case it is crew.ErrConflict.
+func (m *Mail) claim(kind, id string) error {
+	return m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
+		_, err := kv.Create(ctx, nameKey(kind, id), []byte(id))
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if err != nil {
+				return m.failed("claim "+kind+" "+id, err)
+			}
+			return nil
+		}
+		e, err := kv.Get(ctx, nameKey(kind, id))
+		if err != nil {
+			return m.failed("claim "+kind+" "+id, err)
+		}
+		if held := string(e.Value()); held != id {
+			what := map[string]string{"run": "run", "box": "mailbox"}[kind]
+			return fmt.Errorf("%s %s already exists, and ids that differ only in case may not coexist: %w", what, held, crew.ErrConflict)
+		}
+		return nil
+	})
+}
 func entryPath(key string) string          { return MailBucket + ":" + key }
 func noMailbox(agent, hint string) error {
 	return fmt.Errorf("no mailbox for agent %s%s: %w", agent, hint, crew.ErrNotFound)
@@ -174,6 +208,9 @@ func (m *Mail) Create(agent string) error {
 		if crew.SameID(a, agent) {
 			return fmt.Errorf("create mailbox for agent %s: mailbox %s exists, and ids that differ only in case may not coexist: %w", agent, a, crew.ErrConflict)
 		}
+	}
+	if err := m.claim("box", agent); err != nil {
+		return fmt.Errorf("create mailbox for agent %s: %w", agent, err)
 	}
 	return m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
 		_, err := kv.Create(ctx, boxKey(agent), []byte(agent))

@@ -198,11 +198,14 @@ func Redact(urls string) string {
 	var out []string
 	for _, u := range strings.Split(urls, ",") {
 		u = strings.TrimSpace(u)
-		if p, err := url.Parse(u); err == nil && p.User != nil {
-			p.User = nil
-			u = p.String()
-		} else if i := strings.LastIndex(u, "@"); i >= 0 && err != nil {
-			u = u[i+1:]
+		if i := strings.LastIndex(u, "@"); i >= 0 {
+			// Everything between the scheme (which servers after the
+			// first may leave out) and the last @ is credentials.
+			scheme := ""
+			if j := strings.Index(u, "://"); j >= 0 && j < i {
+				scheme = u[:j+3]
+			}
+			u = scheme + u[i+1:]
 		}
 		out = append(out, u)
 	}
@@ -322,6 +325,9 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 			return fmt.Errorf("run %s already exists: %w", other, crew.ErrConflict)
 		}
 	}
+	if err := s.mail.claim("run", id); err != nil { // another case of id made at this instant
+		return err
+	}
 	var st jetstream.Stream
 	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
 		st, err = s.js.CreateStream(rctx, jetstream.StreamConfig{
@@ -342,6 +348,10 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 		// what its first event says.
 		st, err = s.stream(ctx, id)
 	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errReplicasNotSupported {
+		return fmt.Errorf("create run %s: --nats-replicas %d, but the server at %s is no cluster (one copy only): %w", id, s.opts.Replicas, s.url, crew.ErrInvalid)
+	}
 	if err != nil {
 		return fmt.Errorf("create run %s on NATS at %s: %w", id, s.url, err)
 	}
@@ -358,6 +368,11 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	}
 	return nil
 }
+
+// errReplicasNotSupported is JetStream's error code for replicas > 1 on a
+// server that is not part of a cluster (nats-server errors.json,
+// JSStreamReplicasNotSupportedErr).
+const errReplicasNotSupported jetstream.ErrorCode = 10074
 
 // stream returns run's stream; an unknown run is crew.ErrNotFound.
 func (s *Store) stream(ctx context.Context, run string) (jetstream.Stream, error) {
@@ -426,13 +441,37 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 	case err == nil:
 		return nil
 	case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		if s.stored(ctx, ev.Run, ev.Seq, opID) {
+			// An earlier attempt of this publish was stored and its
+			// acknowledgement lost: a single server checks the expected
+			// seq before it looks for the duplicate (a cluster looks
+			// first), so the retry is refused although it succeeded.
+			return nil
+		}
 		return fmt.Errorf("append seq %d to run %s: another writer appended first: %w", ev.Seq, ev.Run, crew.ErrConflict)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum, errors.Is(err, nats.ErrMaxPayload):
 		return fmt.Errorf("append seq %d to run %s: the event is %d bytes, over the server's max_payload (%d bytes; raise max_payload, or lower --max-body): %w", ev.Seq, ev.Run, len(data), s.nc.MaxPayload(), crew.ErrInvalid)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound:
 		return fmt.Errorf("no run %s on NATS at %s: %w", ev.Run, s.url, crew.ErrNotFound)
+	case s.stored(ctx, ev.Run, ev.Seq, opID):
+		return nil // no answer came, but the event is there
 	}
 	return fmt.Errorf("append seq %d to run %s on NATS at %s: %w", ev.Seq, ev.Run, s.url, err)
+}
+
+// stored reports whether the message at seq of run's stream is the
+// publish of operation opID (its Nats-Msg-Id header): an Append whose
+// answer was lost, or refused on retry, that the server stored. It asks
+// the stream's leader; a failure to ask reports false.
+func (s *Store) stored(ctx context.Context, run string, seq int64, opID string) bool {
+	st, err := s.stream(ctx, run)
+	if err != nil {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+	defer cancel()
+	m, err := st.GetMsg(rctx, uint64(seq))
+	return err == nil && m.Header.Get(nats.MsgIdHdr) == opID
 }
 
 // Head returns the seq of the last event of run (0 for a stream created

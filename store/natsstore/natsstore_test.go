@@ -2,15 +2,19 @@ package natsstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/store/natsstore"
 )
 
@@ -79,4 +83,139 @@ func natsConn(t *testing.T, url string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// An Append whose answer was lost is stored: the retry (same operation
+// id, same expected last seq) is refused by a single server, which checks
+// the expected seq before it looks for a duplicate, and Append must still
+// report success, not a conflict that its caller would validate again
+// (and then refuse a respond, or store a steer twice).
+func TestAppendRetriedAfterLostAnswerSucceeds(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	if err := s.CreateRun(ctx, created("r1")); err != nil {
+		t.Fatal(err)
+	}
+	ev := &events.Event{Seq: 2, At: events.Now(), Type: events.MessageSent, Run: "r1", Actor: "a", Reason: "steer"}
+	line, err := events.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first attempt, stored; its acknowledgement never reached crew.
+	js, _ := jetstream.New(natsConn(t, srv.ClientURL()))
+	if _, err := js.Publish(ctx, natsstore.Subject("r1"), line[:len(line)-1], jetstream.WithMsgID("op-2"), jetstream.WithExpectLastSequencePerSubject(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, ev, "op-2"); err != nil {
+		t.Fatalf("Append retried after its answer was lost: %v, want nil", err)
+	}
+	if h, err := s.Head(ctx, "r1"); err != nil || h != 2 {
+		t.Fatalf("head %d, %v; want 2 (stored once)", h, err)
+	}
+	// Another operation's event at that seq is a conflict.
+	other := &events.Event{Seq: 2, At: events.Now(), Type: events.MessageSent, Run: "r1", Actor: "b", Reason: "another"}
+	if err := s.Append(ctx, other, "op-other"); !errors.Is(err, crew.ErrConflict) {
+		t.Fatalf("Append of another operation at a taken seq: %v, want ErrConflict", err)
+	}
+}
+
+// Runs and mailboxes whose ids differ only in case, made at the same
+// instant by writers on their own connections (as on machines of their
+// own): one of each is made, the others are refused (SPEC §1).
+func TestCaseVariantsMadeAtOnce(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	variants := []string{"caseA1", "CASEA1", "Casea1", "cAsEa1", "casea1", "CaSeA1"}
+	for _, kind := range []string{"run", "mailbox"} {
+		errs := make([]error, len(variants))
+		start := make(chan struct{})
+		done := make(chan int)
+		for i, v := range variants {
+			s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+			go func() {
+				<-start
+				if kind == "run" {
+					errs[i] = s.CreateRun(ctx, created(v))
+				} else {
+					errs[i] = s.Mail().Create("box" + v)
+				}
+				done <- i
+			}()
+		}
+		close(start)
+		for range variants {
+			<-done
+		}
+		made := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				made++
+			case !errors.Is(err, crew.ErrConflict):
+				t.Fatalf("%s %s: %v, want nil or ErrConflict", kind, variants[i], err)
+			}
+		}
+		if made != 1 {
+			t.Errorf("%s: %d of %d case variants made, want 1 (errors %v)", kind, made, len(variants), errs)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                        "nats://127.0.0.1:4222",
+		"nats://u:s3cr3t@127.0.0.1:4222":               "nats://127.0.0.1:4222",
+		"u:s3cr3t@127.0.0.1:4222":                      "127.0.0.1:4222",
+		"nats://a:1,u:s3cr3t@b:2":                      "nats://a:1,b:2",
+		"nats://tok3n@a:1, tls://u:p@ss:w@rd@b:2":      "nats://a:1,tls://b:2",
+		"tls://a:1,nats://s3cr3t@b:2,c:3,u:s3cr3t@d:4": "tls://a:1,nats://b:2,c:3,d:4",
+	} {
+		got := natsstore.Redact(in)
+		if got != want || strings.Contains(got, "s3cr3t") || strings.Contains(got, "tok3n") {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A message on a run's subject that is no event (published by something
+// else than crew) is damage: a reader gets every event before it, then an
+// error wrapping crew.ErrDamaged (the CLI prints what it could read and
+// exits 7), never nothing.
+func TestReaderPrintsWhatComesBeforeDamage(t *testing.T) {
+	srv := natstest.Server(t)
+	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	root := run.RemoteRoot(s)
+	r, err := root.Create(run.CreateOptions{ID: "r1", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"t1", "t2"} {
+		if _, err := r.AddTask(ctx, id, run.TaskSpec{}, run.Leader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := natsConn(t, srv.ClientURL()).Publish(natsstore.Subject("r1"), []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seqs []int64
+	for {
+		e, err := c.Next()
+		if errors.Is(err, crew.ErrDamaged) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after seqs %v: %v, want ErrDamaged", seqs, err)
+		}
+		seqs = append(seqs, e.Seq)
+	}
+	if len(seqs) != 3 || seqs[2] != 3 {
+		t.Fatalf("read seqs %v before the damage, want 1 2 3", seqs)
+	}
 }

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package fsys
+
+import "io/fs"
+
+// Links returns 1: this system's FileInfo does not give the number of
+// hard links of a file.
+func Links(fi fs.FileInfo) uint64 { return 1 }

@@ -1,0 +1,17 @@
+//go:build unix
+
+package fsys
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// Links returns the number of hard links (names) of the file fi describes
+// (stat(2) st_nlink), or 1 where the system does not say.
+func Links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
