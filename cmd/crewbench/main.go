@@ -124,6 +124,7 @@ type result struct {
 	GroupPerS     float64 `json:"group_per_s"`
 	RawCreatePerS float64 `json:"raw_create_per_s"` // new 600-byte files per second, no fsync: the mail-tree copies' ceiling
 	RawGroupPerS  float64 `json:"raw_group_per_s"`  // 16 goroutines, a group-committed line and a new file per message, nothing else
+	VersionPerS   float64 `json:"version_per_s"`    // crew version processes per second: cli_ops_per_s's ceiling
 	WakeEarly     int     `json:"wake_early"`       // samples where the answer was printed before Respond returned
 	Events        int64   `json:"events"`           // events in the large run
 	GenEventsPerS float64 `json:"gen_events_per_s"`
@@ -229,7 +230,12 @@ func bench(c config) error {
 		if res.CLIOpsPerS, err = cliOps(tmp, c); err != nil {
 			return err
 		}
-		rows = append(rows, row{"cli_ops_per_s", "sequential `crew steer` processes per second", f0(res.CLIOpsPerS), "≥ 300", ""})
+		if res.VersionPerS, err = versionOps(c, c.cliOps/3); err != nil {
+			return err
+		}
+		rows = append(rows,
+			row{"cli_ops_per_s", "sequential `crew steer` processes per second", f0(res.CLIOpsPerS), "≥ 300", ""},
+			row{"version_per_s", "sequential `crew version` processes per second: starting crew, and nothing else", f0(res.VersionPerS), "(reference)", "the ceiling of cli_ops_per_s"})
 	}
 
 	if c.runs("wake") {

@@ -45,6 +45,21 @@ func timeProcess(crewBin string, env []string, args ...string) (float64, error) 
 	return ms, nil
 }
 
+// versionOps runs `crew version` processes one after another for d and
+// returns processes per second: what starting a crew process costs here,
+// the ceiling of cliOps.
+func versionOps(c config, d time.Duration) (float64, error) {
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		if _, err := timeProcess(c.crew, crewEnv("", ""), "version"); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
 // cliOps runs `crew steer` processes one after another for c.cliOps and
 // returns processes per second.
 func cliOps(tmp string, c config) (float64, error) {
