@@ -450,7 +450,9 @@ func TestCaseVariantsRace(t *testing.T) {
 	variants := []string{"caseA1", "CASEA1", "Casea1", "cAsEa1", "casea1", "CaSeA1", "caSEa1", "CASEa1"}
 	for round, argsOf := range []func(id string) []string{
 		func(id string) []string { return []string{"run", "create", "--id", id} },
-		func(id string) []string { return []string{"mail", "send", "--to", "box" + id, "--create-recipient", "hi"} },
+		func(id string) []string {
+			return []string{"mail", "send", "--to", "box" + id, "--create-recipient", "hi"}
+		},
 	} {
 		var argss [][]string
 		for _, v := range variants {

@@ -13,6 +13,22 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 )
 
+// openBox makes a tree in a temporary directory with agent t1's mailbox,
+// and opens it (closed when the test ends).
+func openBox(t *testing.T, perm crew.Perm) (Tree, AgentBox) {
+	t.Helper()
+	tree := Tree{Root: filepath.Join(t.TempDir(), "mail"), Perm: perm}
+	if err := tree.Create("t1"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := tree.OpenAgent("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return tree, d
+}
+
 // TestDeliverNewEveryWay: a projection's copy is delivered whole, mode
 // 0600 (0660 shared), under its name and with nothing else left in the
 // directory, whichever way the system lets it be written: an unnamed file
@@ -38,15 +54,7 @@ func TestDeliverNewEveryWay(t *testing.T) {
 				b.Store(true)
 			}
 			for _, perm := range []crew.Perm{crew.PrivatePerm, crew.SharedPerm} {
-				tree := Tree{Root: filepath.Join(t.TempDir(), "mail"), Perm: perm}
-				if err := tree.Create("t1"); err != nil {
-					t.Fatal(err)
-				}
-				d, err := tree.OpenAgent("t1")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer d.Close()
+				tree, d := openBox(t, perm)
 				m := testMail(t, time.Date(2026, 3, 5, 10, 30, 0, 123e6, time.UTC))
 				name, err := d.DeliverNew(m)
 				if err != nil {
@@ -59,6 +67,9 @@ func TestDeliverNewEveryWay(t *testing.T) {
 				}
 				if fi, _ := os.Stat(filepath.Join(tree.Dir("t1"), name)); fi.Mode().Perm() != perm.File {
 					t.Errorf("copy mode %v, want %v", fi.Mode().Perm(), perm.File)
+				}
+				if c.off == nil && (noTmpfile.Load() || noEmptyPath.Load() && noProcLink.Load()) {
+					t.Skip("this file system makes or links no unnamed files; the named way is tested below")
 				}
 				if fs := files(t, tree.Dir("t1")); len(fs) != 1 || fs[0] != name {
 					t.Errorf("directory holds %v, want only %s", fs, name)
@@ -93,22 +104,14 @@ func TestDeliverNewEveryWay(t *testing.T) {
 func TestDeliverNewFaults(t *testing.T) {
 	for _, op := range []fsys.Op{fsys.OpCreate, fsys.OpWrite, fsys.OpLink} {
 		t.Run(string(op), func(t *testing.T) {
-			tree := Tree{Root: filepath.Join(t.TempDir(), "mail")}
-			if err := tree.Create("t1"); err != nil {
-				t.Fatal(err)
-			}
-			d, err := tree.OpenAgent("t1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			tree, d := openBox(t, crew.PrivatePerm)
 			restore := fsys.SetFault(func(o fsys.Op, _ string) error {
 				if o == op {
 					return syscall.ENOSPC
 				}
 				return nil
 			})
-			_, err = d.DeliverNew(testMail(t, time.Now()))
+			_, err := d.DeliverNew(testMail(t, time.Now()))
 			restore()
 			if !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("DeliverNew with a failing %s: %v, want ENOSPC", op, err)

@@ -105,18 +105,27 @@ func Find(dir string, perm crew.Perm) (*Root, error) {
 // may be a link: it is where the user put the state root.
 func checkLayout(r *Root) (*Root, error) {
 	for _, d := range []string{filepath.Join(r.Dir, "state"), r.runsDir(), r.MailTree().Root} {
-		st, err := os.Lstat(d)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-		case err != nil:
+		if err := realDir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
-		case st.Mode()&os.ModeSymlink != 0:
-			return nil, fmt.Errorf("%s is a symbolic link; crew does not follow links inside the state root: %w", d, crew.ErrInvalid)
-		case !st.IsDir():
-			return nil, fmt.Errorf("%s is not a directory: %w", d, crew.ErrInvalid)
 		}
 	}
 	return r, nil
+}
+
+// realDir returns nil if dir is a directory and not a symbolic link to
+// one; an error wrapping crew.ErrInvalid if it is a link or no directory;
+// Lstat's error (os.ErrNotExist for a missing one) otherwise.
+func realDir(dir string) error {
+	st, err := os.Lstat(dir)
+	switch {
+	case err != nil:
+		return err
+	case st.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link; crew does not follow links inside the state root: %w", dir, crew.ErrInvalid)
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory: %w", dir, crew.ErrInvalid)
+	}
+	return nil
 }
 
 func isDir(p string) bool {
@@ -128,18 +137,8 @@ func isDir(p string) bool {
 // real directory, not a symlink (SPEC §7.6: writes never follow symlinks in
 // the state root).
 func mkdir(dir string, perm crew.Perm) error {
-	st, err := os.Lstat(dir)
-	if err == nil {
-		if st.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link; crew does not write through links: %w", dir, crew.ErrInvalid)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("%s is not a directory: %w", dir, crew.ErrInvalid)
-		}
-		return nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return err
+	if err := realDir(dir); !errors.Is(err, os.ErrNotExist) {
+		return err // there (nil), or refused
 	}
 	if err := fsys.Mkdir(dir, perm.Dir); err != nil && !errors.Is(err, os.ErrExist) {
 		return err

@@ -275,3 +275,38 @@ func TestOpenSnapshotWrittenWhenDue(t *testing.T) {
 		t.Fatalf("open.jsonl after %d events, over 120 of them open messages: seq %d, %d open; want it written at seq 128 or later", seq, since, count)
 	}
 }
+
+// TestSnapshotEvery128WhileHeldAndAtRelease: while a process keeps the run
+// lock through a burst, tasks.json falls at most snapshotEvery events
+// behind what it has projected, and it is current once the lock is let go.
+func TestSnapshotEvery128WhileHeldAndAtRelease(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", TaskSpec{}, "leader")
+	must(t, err)
+	st, err := r.TaskState()
+	must(t, err)
+	must(t, r.hold(ctx))
+	for seq := st.Seq + 1; seq <= st.Seq+300; seq++ {
+		next := copyTasks(st)
+		next.Seq = seq // as a projection job leaves it (its offset matters only to readers)
+		must(t, r.checkpoint(next))
+		if snap := snapshotSeq(t, r); seq-snap >= snapshotEvery {
+			t.Fatalf("after the job of seq %d, tasks.json is at seq %d: over %d behind", seq, snap, snapshotEvery)
+		}
+	}
+	r.unhold()
+	if snap := snapshotSeq(t, r); snap != st.Seq+300 {
+		t.Fatalf("after the lock is let go, tasks.json is at seq %d, want %d", snap, st.Seq+300)
+	}
+}
+
+// snapshotSeq returns the seq tasks.json holds, sealed or not.
+func snapshotSeq(t *testing.T, r *Run) int64 {
+	t.Helper()
+	data, err := os.ReadFile(snapshotPath(r))
+	must(t, err)
+	var st struct{ Seq int64 }
+	must(t, json.Unmarshal(data, &st))
+	return st.Seq
+}

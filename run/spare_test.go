@@ -113,15 +113,16 @@ func TestRewriteKeepingInodesRefusesLinks(t *testing.T) {
 }
 
 // TestSealedSnapshotNeverTorn: a reader racing a rewriter (two sealed
-// contents of very different lengths, each rewritten into the inode a
-// reader may still hold) takes as whole only one whole content: a mix or
-// a part fails openJSON.
+// contents, each rewritten into the inode a reader may still hold) takes
+// as whole only one whole content: a mix or a part fails openJSON.
 func TestSealedSnapshotNeverTorn(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tasks.json")
+	// Of one length and one shape, so that the start of one and the end
+	// of the other make valid JSON too: only the seal tells them apart.
 	contents := [][]byte{
-		sealJSON([]byte(`{"seq":1,"pad":"` + strings.Repeat("a", 10000) + `"}`)),
-		sealJSON([]byte(`{"seq":2}`)),
+		sealJSON([]byte(`{"seq":1,"pad":"` + strings.Repeat("a", 20000) + `","status":"running"}`)),
+		sealJSON([]byte(`{"seq":2,"pad":"` + strings.Repeat("b", 20000) + `","status":"waiting"}`)),
 	}
 	rewrite(t, path, string(contents[0]))
 	done := make(chan struct{})
@@ -174,7 +175,16 @@ func TestOpenJSON(t *testing.T) {
 		t.Errorf("openJSON(sealed) = %s, %v", obj, ok)
 	}
 	changed := bytes.Replace(sealed, []byte("12"), []byte("13"), 1)
-	for name, data := range map[string][]byte{"changed": changed, "cut short": sealed[:len(sealed)-3], "empty": nil} {
+	// What a reader gets when the file it reads is truncated and
+	// rewritten between its reads: the start of one, the end of another,
+	// valid JSON either way.
+	a := sealJSON([]byte(`{"seq":1,"pad":"aaaaaaaa","status":"running"}`))
+	b := sealJSON([]byte(`{"seq":2,"pad":"bbbbbbbb","status":"waiting"}`))
+	mixed := append(bytes.Clone(a[:20]), b[20:]...)
+	if !json.Valid(bytes.TrimSpace(mixed)) {
+		t.Fatalf("the mix is no JSON: %s", mixed)
+	}
+	for name, data := range map[string][]byte{"changed": changed, "mixed": mixed, "cut short": sealed[:len(sealed)-3], "empty": nil} {
 		if obj, ok := openJSON(data); ok && json.Valid(obj) {
 			t.Errorf("%s: openJSON(%q) took it as whole", name, data)
 		}

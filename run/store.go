@@ -524,16 +524,6 @@ func (r *Run) writeSnapshot(st *State) error {
 	})
 }
 
-// writeAtomic writes data to a hidden temporary file beside path and
-// renames it over path; with sync, it fsyncs the file before and the
-// directory after.
-func writeAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
-	return writeAtomicFunc(path, perm, sync, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
 // State returns the run's current state, read without the run lock: its
 // tasks and its open messages (open.jsonl plus the log after it). Damage
 // met on the way is listed in State.Damage.
@@ -760,8 +750,10 @@ func (r *Run) rebuildMailbox(file string) error {
 	})
 }
 
-// writeAtomicFunc is writeAtomic for content written by
-// fill through a buffer, so that it need not be held in memory whole.
+// writeAtomicFunc writes what fill writes (through a buffer, so that it
+// need not be held in memory whole) to a hidden temporary file beside
+// path and renames it over path; with sync, it fsyncs the file before
+// and the directory after.
 func writeAtomicFunc(path string, perm os.FileMode, sync bool, fill func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := fsys.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
@@ -822,12 +814,13 @@ func (r *Run) mailDir(tree mailbox.Store, agent string) (mailbox.AgentBox, error
 	if d != nil {
 		return d, nil
 	}
-	if !tree.Exists(agent) {
+	d, err := tree.OpenAgent(agent)
+	if errors.Is(err, crew.ErrNotFound) {
 		if err := tree.Create(agent); err != nil {
 			return nil, err
 		}
+		d, err = tree.OpenAgent(agent)
 	}
-	d, err := tree.OpenAgent(agent)
 	if err != nil {
 		return nil, err
 	}

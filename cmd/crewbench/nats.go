@@ -134,25 +134,6 @@ func rawPublish(url string) (func(time.Duration) (float64, error), error) {
 	}), nil
 }
 
-// rate returns a driver that calls op (with 1, 2, 3 … across calls of the
-// driver) for a duration, one call after another, and returns calls per
-// second.
-func rate(op func(i int) error) func(time.Duration) (float64, error) {
-	i := 0
-	return func(d time.Duration) (float64, error) {
-		n := 0
-		start := time.Now()
-		for time.Since(start) < d {
-			i++
-			if err := op(i); err != nil {
-				return 0, err
-			}
-			n++
-		}
-		return float64(n) / time.Since(start).Seconds(), nil
-	}
-}
-
 // natsSend returns crew's driver: one goroutine steering a running task
 // through a Run on root, each call returning once its event is stored and
 // its mail copy delivered.

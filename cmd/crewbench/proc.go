@@ -49,15 +49,10 @@ func timeProcess(crewBin string, env []string, args ...string) (float64, error) 
 // returns processes per second: what starting a crew process costs here,
 // the ceiling of cliOps.
 func versionOps(c config, d time.Duration) (float64, error) {
-	n := 0
-	start := time.Now()
-	for time.Since(start) < d {
-		if _, err := timeProcess(c.crew, crewEnv("", ""), "version"); err != nil {
-			return 0, err
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return rate(func(int) error {
+		_, err := timeProcess(c.crew, crewEnv("", ""), "version")
+		return err
+	})(d)
 }
 
 // cliOps runs `crew steer` processes one after another for c.cliOps and
@@ -73,15 +68,10 @@ func cliOps(tmp string, c config) (float64, error) {
 			return 0, err
 		}
 	}
-	n := 0
-	start := time.Now()
-	for time.Since(start) < c.cliOps {
-		if _, err := timeProcess(c.crew, env, "steer", "c1", body("steer", n, 120)); err != nil {
-			return 0, err
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return rate(func(i int) error {
+		_, err := timeProcess(c.crew, env, "steer", "c1", body("steer", 20+i, 120))
+		return err
+	})(c.cliOps)
 }
 
 type wakeResult struct {

@@ -33,24 +33,37 @@ func raw(dir string, d time.Duration) (float64, error) {
 	defer f.Close()
 	lk := flock.New(filepath.Join(dir, "raw.lock"))
 	defer lk.Close()
-	n := 0
-	start := time.Now()
-	for time.Since(start) < d {
+	return rate(func(int) error {
 		if err := lk.Lock(); err != nil {
-			return 0, err
+			return err
 		}
 		if _, err := f.Write(rawLine); err != nil {
-			return 0, err
+			return err
 		}
 		if err := f.Sync(); err != nil {
-			return 0, err
+			return err
 		}
-		if err := lk.Unlock(); err != nil {
-			return 0, err
+		return lk.Unlock()
+	})(d)
+}
+
+// rate returns a driver that calls op (with 1, 2, 3 … across calls of the
+// driver) for a duration, one call after another, and returns calls per
+// second.
+func rate(op func(i int) error) func(time.Duration) (float64, error) {
+	i := 0
+	return func(d time.Duration) (float64, error) {
+		n := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			i++
+			if err := op(i); err != nil {
+				return 0, err
+			}
+			n++
 		}
-		n++
+		return float64(n) / time.Since(start).Seconds(), nil
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // rawCreate measures, for d, how many new 600-byte files (about a
@@ -65,15 +78,9 @@ func rawCreate(dir string, d time.Duration) (float64, error) {
 		return 0, err
 	}
 	data := bytes.Repeat([]byte("x"), 600)
-	n := 0
-	start := time.Now()
-	for time.Since(start) < d {
-		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%07d.json", n)), data, 0o600); err != nil {
-			return 0, err
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return rate(func(i int) error {
+		return os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%07d.json", i)), data, 0o600)
+	})(d)
 }
 
 // rawGroup measures, for d, the least any program does for group_ratio's

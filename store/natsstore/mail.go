@@ -115,7 +115,7 @@ func boxKey(agent string) string           { return "box." + agent }
 func mailKey(agent, name string) string    { return "mail." + agent + "." + name }
 func archiveKey(agent, name string) string { return "archive." + agent + "." + name }
 func projectedKey(run string) string       { return "projected." + run }
-func nameKey(kind, id string) string        { return "name." + kind + "." + strings.ToLower(id) }
+func nameKey(kind, id string) string       { return "name." + kind + "." + strings.ToLower(id) }
 
 // claim takes id, of a run or a mailbox (kind "run" or "box"), in every
 // letter case at once: a create of name.<kind>.<lower-case id> succeeds
@@ -143,7 +143,7 @@ func (m *Mail) claim(kind, id string) error {
 		return nil
 	})
 }
-func entryPath(key string) string          { return MailBucket + ":" + key }
+func entryPath(key string) string { return MailBucket + ":" + key }
 func noMailbox(agent, hint string) error {
 	return fmt.Errorf("no mailbox for agent %s%s: %w", agent, hint, crew.ErrNotFound)
 }
