@@ -24,6 +24,7 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -66,7 +67,7 @@ func seamRun(t *testing.T) (*run.Root, *run.Run, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.AddTask(ctx, "t1", run.TaskSpec{}, "leader"); err != nil {
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Transition(ctx, "t1", task.Start, "leader", "", nil); err != nil {
@@ -121,7 +122,7 @@ func TestSeamFailedCommitLeavesEveryFile(t *testing.T) {
 			return err
 		}},
 		{"task add", func(r *run.Run) error {
-			_, err := r.AddTask(ctx, "t2", run.TaskSpec{Agent: "newagent"}, "leader")
+			_, err := r.AddTask(ctx, "t2", state.TaskSpec{Agent: "newagent"}, "leader")
 			return err
 		}},
 		{"inbox", func(r *run.Run) error {

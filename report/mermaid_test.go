@@ -18,6 +18,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -176,7 +177,7 @@ func TestMermaidKeywordTasks(t *testing.T) {
 		if agent == "participant" { // the leader's name is no task's agent
 			agent = "participant-2"
 		}
-		if _, err := r.AddTask(ctx, id, run.TaskSpec{Agent: agent}, "participant"); err != nil {
+		if _, err := r.AddTask(ctx, id, state.TaskSpec{Agent: agent}, "participant"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := r.Transition(ctx, id, task.Start, "participant", "", nil); err != nil {
@@ -207,7 +208,7 @@ func TestMermaidKeywordTasks(t *testing.T) {
 // A long conversation is cut to fit MaxDiagram, and says how much is left
 // out.
 func TestMermaidCap(t *testing.T) {
-	rep := &Report{Manifest: run.Manifest{ID: "r1", Leader: "leader"}, Tasks: []*Task{{Task: &run.Task{ID: "t1", Agent: "t1"}}}}
+	rep := &Report{Manifest: state.Manifest{ID: "r1", Leader: "leader"}, Tasks: []*Task{{Task: &state.Task{ID: "t1", Agent: "t1"}}}}
 	for i := 0; i < 2000; i++ {
 		rep.Messages = append(rep.Messages, &Message{Seq: int64(i + 3), Task: "t1", Kind: events.KindSteer, Direction: events.Inbox,
 			To: "t1", Body: strings.Repeat(`#;"<>`, 20), Status: events.StatusPending})
@@ -233,7 +234,7 @@ func TestMermaidRandomBodies(t *testing.T) {
 		"end", "note", "style", "classDef", " ", "\n", "\t", "\r", "\x00", "\x1b", "\u0085", "\u2028", "\u202e", "wrap:", "<br>",
 		"`", "|", "[", "]", "{", "}", "é", "日本", "🙂", "\\", "/", "as", "participant"}
 	rng := rand.New(rand.NewPCG(1, 2))
-	rep := &Report{Manifest: run.Manifest{ID: "r1", Leader: "leader"}, Tasks: []*Task{{Task: &run.Task{ID: "t1", Agent: "t1"}}}}
+	rep := &Report{Manifest: state.Manifest{ID: "r1", Leader: "leader"}, Tasks: []*Task{{Task: &state.Task{ID: "t1", Agent: "t1"}}}}
 	var want []string
 	for i := 0; i < 300; i++ {
 		var b strings.Builder

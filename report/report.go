@@ -4,9 +4,9 @@
 // run as one JSON object.
 //
 // A Report is read from the run's log in one pass (events.Read: the log is
-// streamed, not loaded whole) up to the seq of the run's state (run.State),
+// streamed, not loaded whole) up to the seq of the run's state (state.State),
 // so tasks and messages describe the same moment. The rules for message
-// statuses come from package run (run.MessageUpdates, run.Recipients);
+// statuses come from package run (state.MessageUpdates, state.Recipients);
 // this package only gathers and renders.
 //
 // Imports flow cmd -> report -> run.
@@ -21,6 +21,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -28,15 +29,15 @@ import (
 // timings, and every message with its current status. In JSON (the json
 // format) it is one object with these keys.
 type Report struct {
-	Manifest run.Manifest `json:"manifest"`
-	Seq      int64        `json:"seq"`         // last event the report reflects
-	At       events.Time  `json:"generatedAt"` // when the report was made
-	Summary  string       `json:"summary"`     // "3/5 done · 1 failed · 1 waiting"
-	Timings  Timings      `json:"timings"`
-	Tasks    []*Task      `json:"tasks"`              // in creation order
-	Messages []*Message   `json:"messages,omitempty"` // in seq order; a broadcast once per recipient (JSON writes it last, always)
-	Counts   []KindCount  `json:"counts"`             // per message kind, in the order of Kinds
-	Damage   []string     `json:"damage,omitempty"`
+	Manifest state.Manifest `json:"manifest"`
+	Seq      int64          `json:"seq"`         // last event the report reflects
+	At       events.Time    `json:"generatedAt"` // when the report was made
+	Summary  string         `json:"summary"`     // "3/5 done · 1 failed · 1 waiting"
+	Timings  Timings        `json:"timings"`
+	Tasks    []*Task        `json:"tasks"`              // in creation order
+	Messages []*Message     `json:"messages,omitempty"` // in seq order; a broadcast once per recipient (JSON writes it last, always)
+	Counts   []KindCount    `json:"counts"`             // per message kind, in the order of Kinds
+	Damage   []string       `json:"damage,omitempty"`
 
 	ends []end // task endings in seq order, for the diagram
 }
@@ -50,11 +51,11 @@ type Timings struct {
 	Seconds     float64      `json:"seconds"`
 }
 
-// Task is a task of the run (as reduced by run.State) with what the log
+// Task is a task of the run (as reduced by state.State) with what the log
 // adds: how long it took, how long it waited for answers, its messages,
 // its last report and its done-when check.
 type Task struct {
-	*run.Task
+	*state.Task
 	// Seconds is the task's duration: from its (last) start to its end,
 	// or to the report's time while it runs; 0 when it never started.
 	Seconds float64 `json:"seconds"`
@@ -66,7 +67,7 @@ type Task struct {
 	// Result is the body of the last report the task's worker sent.
 	Result string `json:"result,omitempty"`
 	// Check is the done-when check its completion passed.
-	Check *run.Check `json:"check,omitempty"`
+	Check *state.Check `json:"check,omitempty"`
 }
 
 // Message is a message of the run with its current status (Status,
@@ -109,7 +110,7 @@ type Options struct {
 	Now time.Time
 }
 
-// Load reads a report of r: the run's state (run.State) and, streamed, its
+// Load reads a report of r: the run's state (state.State) and, streamed, its
 // log up to the state's seq. A damaged log does not stop it: the damage is
 // listed in Report.Damage (see Err) and the rest is reported. Errors are
 // I/O errors.
@@ -151,7 +152,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		if m := e.Message; m != nil {
 			m.Body = cut(m.Body, o.BodyRunes)
 			if m.To == events.Broadcast {
-				for _, to := range run.Recipients(e) {
+				for _, to := range state.Recipients(e) {
 					cp := *m
 					cp.To = to
 					copies[m.ID+"@"+to] = &cp
@@ -165,7 +166,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 				t.Result = m.Body
 			}
 		}
-		for _, u := range run.MessageUpdates(e) {
+		for _, u := range state.MessageUpdates(e) {
 			m := copies[u.ID+"@"+u.Task]
 			if m == nil {
 				m = copies[u.ID]
@@ -191,7 +192,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		case e.Type == events.TaskRetried:
 			t.Check = nil
 		case task.State(e.To).Terminal():
-			if ch := run.CheckOf(e); ch != nil {
+			if ch := state.CheckOf(e); ch != nil {
 				t.Check = ch
 			}
 			rep.ends = append(rep.ends, end{Seq: e.Seq, Task: t.ID, Status: task.State(e.To), Reason: cut(e.Reason, o.BodyRunes)})
@@ -239,7 +240,7 @@ func Load(r *run.Run, o Options) (*Report, error) {
 
 // update applies a status change to a message copy: delivered only from
 // pending; acknowledged and rejected are final.
-func update(m *Message, u run.MessageUpdate, bodyRunes int) {
+func update(m *Message, u state.MessageUpdate, bodyRunes int) {
 	if m.Status == events.StatusAcknowledged || m.Status == events.StatusRejected {
 		return
 	}
@@ -302,7 +303,7 @@ func (rep *Report) Err() error {
 
 // Summary is a one-line count of a run's task states, completed first:
 // "3/5 done · 1 failed · 1 waiting" (done counts every ended task).
-func Summary(st *run.State) string {
+func Summary(st *state.State) string {
 	counts := map[task.State]int{}
 	done := 0
 	for _, t := range st.Tasks {

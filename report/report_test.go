@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -68,9 +69,9 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{r: r, ctx: context.Background()}
 	for _, id := range []string{"t1", "end", "opt-1", "t4", "t5"} {
-		spec := run.TaskSpec{}
+		spec := state.TaskSpec{}
 		if id == "t1" {
-			spec = run.TaskSpec{Agent: "tester", DoneWhen: "echo checked"}
+			spec = state.TaskSpec{Agent: "tester", DoneWhen: "echo checked"}
 		}
 		_, err := r.AddTask(f.ctx, id, spec, "leader")
 		f.must(t, err)
@@ -470,7 +471,7 @@ func TestJSON(t *testing.T) {
 		t.Fatalf("json is not one line")
 	}
 	var got struct {
-		Manifest run.Manifest `json:"manifest"`
+		Manifest state.Manifest `json:"manifest"`
 		Seq      int64
 		Tasks    []map[string]any
 		Messages []events.Message

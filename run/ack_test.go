@@ -7,6 +7,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -28,7 +29,7 @@ func TestAcknowledgeClosedMessageOnlyByItsRecipient(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"t1", "t2"} {
-		if _, err := r.AddTask(ctx, id, TaskSpec{}, "leader"); err != nil {
+		if _, err := r.AddTask(ctx, id, state.TaskSpec{}, "leader"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := r.Transition(ctx, id, task.Start, id, "", nil); err != nil {
@@ -73,7 +74,7 @@ func TestAcknowledgeClosedMessageOnlyByItsRecipient(t *testing.T) {
 
 	// A broadcast has one copy per task that was open when it was sent.
 	b := send(SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: "leader", Body: "freeze"})
-	if _, err := r.AddTask(ctx, "t3", TaskSpec{}, "leader"); err != nil {
+	if _, err := r.AddTask(ctx, "t3", state.TaskSpec{}, "leader"); err != nil {
 		t.Fatal(err)
 	}
 	ack("t1", b.ID, nil)
@@ -88,7 +89,7 @@ func TestAcknowledgeClosedMessageOnlyByItsRecipient(t *testing.T) {
 func TestRejectReasonMustBeUTF8(t *testing.T) {
 	ctx := context.Background()
 	r := newTestRun(t)
-	_, err := r.AddTask(ctx, "t1", TaskSpec{}, "leader")
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
 	must(t, err)
 	m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "x"})
 	must(t, err)

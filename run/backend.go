@@ -10,6 +10,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 )
 
 // Backend is the narrow storage interface under a run's log, as
@@ -99,7 +100,7 @@ func (b FileBackend) CreateRun(ctx context.Context, first *events.Event) error {
 	if err := crew.ValidateID("run", first.Run); err != nil {
 		return err // Create would make up an id for an empty one
 	}
-	var m Manifest
+	var m state.Manifest
 	if err := json.Unmarshal(first.Data, &m); err != nil || first.Type != events.RunCreated || first.Seq != 1 {
 		return fmt.Errorf("create run %s: the first event must be run.created with seq 1 and a manifest: %w", first.Run, crew.ErrInvalid)
 	}

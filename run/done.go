@@ -13,41 +13,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
-	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
 // DefaultDoneTimeout bounds a done-when check (SPEC §3).
 const DefaultDoneTimeout = 10 * time.Minute
 
-// Check is the outcome of a task's done-when command, stored in the
-// task.completed event as {"check": Check} (or shown by task verify).
-type Check struct {
-	Command  string  `json:"command"`
-	ExitCode int     `json:"exitCode"`         // -1 when it did not exit (timeout, not startable)
-	Output   string  `json:"output,omitempty"` // the last CheckTail bytes of stdout and stderr, interleaved
-	Seconds  float64 `json:"seconds"`          // wall time
-	TimedOut bool    `json:"timedOut,omitempty"`
-}
-
 // CheckTail is how much of a check's output is kept, in bytes. Only that
 // much is held in memory, however much the command prints.
 const CheckTail = 4096
-
-// CheckOf returns the done-when check stored in a task.completed event, or
-// nil when the event holds none.
-func CheckOf(e *events.Event) *Check {
-	if e.Type != events.TaskCompleted || len(e.Data) == 0 {
-		return nil
-	}
-	var d struct {
-		Check *Check `json:"check"`
-	}
-	if json.Unmarshal(e.Data, &d) != nil {
-		return nil
-	}
-	return d.Check
-}
 
 // Verify runs the task's done-when command with sh -c in the directory the
 // run was created from (Manifest.Dir; for a run in a RemoteStore, the
@@ -62,12 +37,12 @@ func CheckOf(e *events.Event) *Check {
 // (exit status, timeout, or a command that could not start). A task
 // without a done-when returns (nil, nil). If ctx is cancelled (Ctrl-C), the
 // error wraps ctx.Err(), not crew.ErrConflict.
-func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*Check, error) {
+func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*state.Check, error) {
 	st, err := r.TaskState()
 	if err != nil {
 		return nil, err
 	}
-	t, err := getTask(st, id)
+	t, err := st.Task(id)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +75,7 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*Ch
 	processGroup(cmd)
 	start := time.Now()
 	runErr := cmd.Run()
-	c := &Check{Command: t.DoneWhen, ExitCode: -1, Seconds: time.Since(start).Seconds(), Output: out.String()}
+	c := &state.Check{Command: t.DoneWhen, ExitCode: -1, Seconds: time.Since(start).Seconds(), Output: out.String()}
 	if cmd.ProcessState != nil {
 		c.ExitCode = cmd.ProcessState.ExitCode()
 	}
@@ -166,13 +141,13 @@ func (b *tailBuffer) String() string {
 // it first (Verify) and refuses with crew.ErrConflict unless it exits 0;
 // the check's result is stored in the task.completed event. A task that
 // cannot complete in its current state is refused before its check runs.
-func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Duration) (*Task, *Check, error) {
+func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Duration) (*state.Task, *state.Check, error) {
 	// Refuse early, before a long check, when the task cannot complete.
 	st, err := r.TaskState()
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := getTask(st, id)
+	t, err := st.Task(id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -185,7 +160,7 @@ func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Durat
 	}
 	var data json.RawMessage
 	if check != nil {
-		data, _ = json.Marshal(map[string]any{"check": check})
+		data = state.CheckData(check)
 	}
 	// The check may have taken minutes: the transition is validated again
 	// under the run lock (the leader may have cancelled the task meanwhile).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -26,7 +27,7 @@ func doneRun(t *testing.T, doneWhen string) (*Run, context.Context) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := r.AddTask(ctx, "t1", TaskSpec{DoneWhen: doneWhen}, "leader"); err != nil {
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{DoneWhen: doneWhen}, "leader"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Transition(ctx, "t1", task.Start, "t1", "", nil); err != nil {
@@ -50,7 +51,7 @@ func TestVerifyKeepsTheTail(t *testing.T) {
 	}
 }
 
-// Complete stores the check in task.completed, where CheckOf finds it.
+// Complete stores the check in task.completed, where state.CheckOf finds it.
 func TestCompleteRecordsTheCheck(t *testing.T) {
 	r, ctx := doneRun(t, `echo "in $PWD as $CREW_RUN/$CREW_TASK"`)
 	tk, c, err := r.Complete(ctx, "t1", "t1", 0)
@@ -65,12 +66,12 @@ func TestCompleteRecordsTheCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := CheckOf(&e)
+	got := state.CheckOf(&e)
 	if e.Type != events.TaskCompleted || got == nil || got.Output != want || got.ExitCode != 0 {
 		t.Fatalf("event %s holds check %+v", e.Type, got)
 	}
-	if CheckOf(&events.Event{Type: events.TaskCompleted}) != nil || CheckOf(&events.Event{Type: events.TaskFailed, Data: e.Data}) != nil {
-		t.Error("CheckOf found a check where there is none")
+	if state.CheckOf(&events.Event{Type: events.TaskCompleted}) != nil || state.CheckOf(&events.Event{Type: events.TaskFailed, Data: e.Data}) != nil {
+		t.Error("state.CheckOf found a check where there is none")
 	}
 }
 

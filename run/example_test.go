@@ -9,6 +9,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -30,7 +31,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := r.AddTask(ctx, "t1", run.TaskSpec{Title: "make Reverse keep runes whole"}, run.Leader); err != nil {
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{Title: "make Reverse keep runes whole"}, run.Leader); err != nil {
 		log.Fatal(err)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -37,22 +38,10 @@ func CheckPriority(p string) error {
 	return nil
 }
 
-func getTask(st *State, id string) (*Task, error) {
-	if t := st.Tasks[id]; t != nil {
-		return t, nil
-	}
-	for _, t := range st.Tasks {
-		if crew.SameID(t.ID, id) {
-			return nil, fmt.Errorf("no task %s in this run (did you mean %s?): %w", id, t.ID, crew.ErrNotFound)
-		}
-	}
-	return nil, fmt.Errorf("no task %s in this run (crew task list shows the tasks): %w", id, crew.ErrNotFound)
-}
-
 // AddTask adds a pending task to the run and creates its agent's mailbox.
 // spec.Agent defaults to the task id. A bad id is crew.ErrInvalid; an id
 // already used in the run (in any letter case) is crew.ErrConflict.
-func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor string) (*Task, error) {
+func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor string) (*state.Task, error) {
 	if err := crew.ValidateID("task", id); err != nil {
 		return nil, err
 	}
@@ -79,7 +68,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 	if err != nil {
 		return nil, err
 	}
-	ev, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		for _, t := range st.Tasks {
 			if crew.SameID(t.ID, id) {
 				return nil, fmt.Errorf("task %s already exists in run %s: %w", t.ID, r.ID(), crew.ErrConflict)
@@ -94,7 +83,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec TaskSpec, actor strin
 	return r.taskAfter(ev)
 }
 
-func (r *Run) taskAfter(ev *events.Event) (*Task, error) {
+func (r *Run) taskAfter(ev *events.Event) (*state.Task, error) {
 	st, err := r.TaskState()
 	if err != nil {
 		return nil, err
@@ -119,7 +108,7 @@ var opEvents = map[task.Op]string{
 // nil, is stored in the event (the done-when result of complete). A refused
 // transition is a *task.TransitionError (crew.ErrConflict); an unknown task
 // is crew.ErrNotFound.
-func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reason string, data json.RawMessage) (*Task, error) {
+func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reason string, data json.RawMessage) (*state.Task, error) {
 	typ, ok := opEvents[op]
 	if !ok {
 		return nil, fmt.Errorf("operation %s is not a plain transition: %w", op, crew.ErrInvalid)
@@ -127,8 +116,8 @@ func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reas
 	if !utf8.ValidString(reason) {
 		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
 	}
-	ev, err := r.commit(ctx, func(st *State) (*events.Event, error) {
-		t, err := getTask(st, id)
+	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+		t, err := st.Task(id)
 		if err != nil {
 			return nil, err
 		}
@@ -189,24 +178,24 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 	if err != nil {
 		return nil, err
 	}
-	ev, err := r.commit(ctx, func(st *State) (*events.Event, error) {
+	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		m := &events.Message{ID: id.String(), Kind: o.Kind, From: o.From, Body: o.Body, Priority: o.Priority, ReplyTo: o.ReplyTo}
 		ev := &events.Event{Type: events.MessageSent, Actor: o.From, Message: m}
 		if o.Kind == events.KindMessage {
-			var d broadcastData
+			var recipients []string
 			for _, t := range st.TaskList() {
 				if !t.Status.Terminal() {
-					d.Recipients = append(d.Recipients, t.ID)
+					recipients = append(recipients, t.ID)
 				}
 			}
-			if len(d.Recipients) == 0 {
+			if len(recipients) == 0 {
 				return nil, fmt.Errorf("broadcast: run %s has no task that is still open: %w", r.ID(), crew.ErrConflict)
 			}
-			ev.Data, _ = json.Marshal(d)
+			ev.Data = state.BroadcastData(recipients)
 			m.Task, m.To, m.Direction = events.Broadcast, events.Broadcast, events.Inbox
 			return ev, nil
 		}
-		t, err := getTask(st, o.Task)
+		t, err := st.Task(o.Task)
 		if err != nil {
 			return nil, err
 		}
@@ -254,8 +243,8 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 // the response and writes nothing.
 func (r *Run) AskTimedOut(ctx context.Context, taskID, questionID, actor string) (*events.Message, error) {
 	var answered bool
-	_, err := r.commit(ctx, func(st *State) (*events.Event, error) {
-		t, err := getTask(st, taskID)
+	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+		t, err := st.Task(taskID)
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -218,7 +219,7 @@ func TestCrashBetweenCommitAndProjection(t *testing.T) {
 			if !sameRun {
 				w = reopen(t, r)
 			}
-			_, err = w.AddTask(context.Background(), "t4", TaskSpec{}, "leader")
+			_, err = w.AddTask(context.Background(), "t4", state.TaskSpec{}, "leader")
 			must(t, err)
 			checkMailboxes(t, r, "after the next write")
 			if readFlag(t, r, "w3", id) {
@@ -310,7 +311,7 @@ func TestGroupCommit(t *testing.T) {
 	r := newTestRun(t)
 	ctx := context.Background()
 	for _, id := range []string{"t1", "t2"} {
-		_, err := r.AddTask(ctx, id, TaskSpec{}, "leader")
+		_, err := r.AddTask(ctx, id, state.TaskSpec{}, "leader")
 		must(t, err)
 	}
 	_, err := r.Transition(ctx, "t1", task.Start, "t1", "", nil)

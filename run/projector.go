@@ -12,6 +12,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 )
 
 // Projections follow the log (SPEC §2): once a batch of events is fsynced,
@@ -35,59 +36,50 @@ import (
 // By default an operation returns once its projections are done, as
 // before; SetAsync lets it return as soon as its event is durable.
 
-// A treeAct is what an event asks of the mail tree, found by the reducer
-// while it applies the event (State.acts): deliver a copy of a message to
-// an agent, or set the read flag of an agent's copy.
+// A treeAct is an effect on the mail tree (state.Effect), as the
+// projector carries it out.
 type treeAct struct {
-	seq     int64
-	agent   string
-	deliver *events.Message // a copy to deliver; else read flags to set:
-	ids     []string        // the messages whose copies were seen
-	refs    []*Open         // their open entries, which name the copies (mailbox.Name); nil, or nil where unknown
-	name    string          // or, for a single id, the name itself
-	fresh   bool            // deliver: the message was committed by this job, so no copy of it exists yet
-	read    bool            // deliver: the copy is delivered read (its recipient saw it before it was projected)
+	state.Effect
+	fresh bool // Deliver: the message was committed by this job, so no copy of it exists yet
+	read  bool // Deliver: the copy is delivered read (its recipient saw it before it was projected)
 }
 
-// copyName returns the file name of the copy of a.ids[k], or the id
-// itself when it is not known (SetRead then looks for it by id).
-func (a *treeAct) copyName(k int) string {
-	switch {
-	case a.name != "":
-		return a.name
-	case a.refs != nil && a.refs[k] != nil:
-		return a.refs[k].mailName()
+// appendActs appends the effects to acts, marked fresh when they are a
+// commit's own (no copy of their messages exists yet).
+func appendActs(acts []treeAct, effects []state.Effect, fresh bool) []treeAct {
+	for _, e := range effects {
+		acts = append(acts, treeAct{Effect: e, fresh: fresh})
 	}
-	return a.ids[k]
+	return acts
+}
+
+// knownCopies fills in the copy names of effects that its state did not
+// know from side, the effects of the same event on a state that tracks
+// the reader's messages: the two line up one for one, since the effects
+// of an event differ between states only in the names they know.
+func knownCopies(effects, side []state.Effect) []state.Effect {
+	for i := range min(len(effects), len(side)) {
+		for k, c := range effects[i].Seen {
+			if !c.Known() && k < len(side[i].Seen) && side[i].Seen[k].ID == c.ID {
+				effects[i].Seen[k] = side[i].Seen[k]
+			}
+		}
+	}
+	return effects
+}
+
+// copyName returns the file name of a copy, or its id when the name is
+// not known (SetRead then looks for it by id).
+func copyName(c state.Copy) string {
+	if c.Known() {
+		return mailName(c.SentAt, c.From, c.ID)
+	}
+	return c.ID
 }
 
 // mailName is mailbox.Name of a run message's copies.
 func mailName(at events.Time, from, id string) string {
 	return mailbox.Name(mailbox.Mail{Timestamp: at.Time, From: from, ID: id})
-}
-
-var (
-	internMu sync.Mutex
-	interned = map[string]string{}
-)
-
-// intern returns one shared copy of a short string that many open
-// entries hold (kinds, files, priorities, agent names), so that a state
-// with many open messages does not hold as many copies. Strings longer
-// than an id are returned as they are.
-func intern(s string) string {
-	if len(s) > 64 {
-		return s
-	}
-	internMu.Lock()
-	defer internMu.Unlock()
-	if v, ok := interned[s]; ok {
-		return v
-	}
-	if len(interned) < 4096 {
-		interned[s] = s
-	}
-	return s
 }
 
 // A job is the projection work of one committed batch: the events (for the
@@ -97,8 +89,8 @@ type job struct {
 	evs    []*events.Event // committed events whose projections may be missing, in seq order
 	acts   []treeAct
 	before map[string]int64 // State.Files where projections stood before evs
-	snap   *State           // the state after evs, tasks only (a copy)
-	open   *State           // a copy of the whole state when open.jsonl is due, else nil
+	snap   *state.State     // the state after evs, tasks only (a copy)
+	open   *state.State     // a copy of the whole state when open.jsonl is due, else nil
 	done   chan struct{}
 }
 
@@ -267,7 +259,7 @@ func (r *Run) runJobs(jobs []*job) error {
 	var (
 		evs  []*events.Event
 		acts []treeAct
-		open *State
+		open *state.State
 	)
 	for _, j := range jobs {
 		evs = append(evs, j.evs...)
@@ -337,7 +329,7 @@ type lockEpoch struct {
 	// wrote it (0: unknown); pending is a later state, written when it
 	// is due, at Sync, or before the lock is let go.
 	snapSeq int64
-	pending *State
+	pending *state.State
 	// dirs are the agents' mailboxes opened by projections.
 	dirs map[string]mailbox.AgentBox
 }
@@ -358,7 +350,7 @@ const snapshotEvery = 128
 
 // checkpoint writes st (the state after a projection job) to tasks.json
 // when it is due, and otherwise keeps it to write later (lockEpoch).
-func (r *Run) checkpoint(st *State) error {
+func (r *Run) checkpoint(st *state.State) error {
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
 	r.held.pending = st
@@ -426,33 +418,6 @@ func (r *Run) exclusive(fn func() error) error {
 	return fn()
 }
 
-// copyTasks returns a copy of st without its open messages, for
-// tasks.json: the tasks are copied one by one (apply changes them in
-// place; the times they point to it only replaces).
-func copyTasks(st *State) *State {
-	c := *st
-	c.Open, c.acts = nil, nil
-	c.Tasks = make(map[string]*Task, len(st.Tasks))
-	for id, t := range st.Tasks {
-		tc := *t
-		c.Tasks[id] = &tc
-	}
-	c.Files = maps.Clone(st.Files)
-	c.Damage = append([]string(nil), st.Damage...)
-	return &c
-}
-
-// copyState returns a copy of the whole state, open messages included.
-func copyState(st *State) *State {
-	c := copyTasks(st)
-	c.Open = make(map[string]*Open, len(st.Open))
-	for k, o := range st.Open {
-		oc := *o
-		c.Open[k] = &oc
-	}
-	return c
-}
-
 // openDue reports whether open.jsonl, last written at seq since with
 // count open messages, should be written again for a state at seq: once
 // the events after it would cost a reader more to replay than the
@@ -499,7 +464,7 @@ func (r *Run) noteOpenSnapshot(seq, count int64) {
 // and its key in State.Open.
 type openLine struct {
 	Key string `json:"key"`
-	Open
+	state.Open
 }
 
 // writeOpenSnapshot writes open.jsonl: a header (openHeader), the state's
@@ -508,14 +473,14 @@ type openLine struct {
 // fsynced; unlike it, it is not rewritten on every commit (see openDue): a
 // reader that needs the open messages reads it and replays the log after
 // it.
-func (r *Run) writeOpenSnapshot(st *State) error {
+func (r *Run) writeOpenSnapshot(st *state.State) error {
 	err := writeAtomicFunc(r.path("open.jsonl"), r.root.Perm.File, false, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))}); err != nil {
 			return err
 		}
-		if err := enc.Encode(copyTasks(st)); err != nil {
+		if err := enc.Encode(st.CopyTasks()); err != nil {
 			return err
 		}
 		keys := make([]string, 0, len(st.Open))
@@ -543,14 +508,11 @@ func (r *Run) writeOpenSnapshot(st *State) error {
 }
 
 // readOpenSnapshot returns the whole state in open.jsonl when it matches
-// the log, or an empty state. With onlySet, only the open messages of
-// participant only (a recipient key) are kept.
-func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
-	fresh := func() *State {
-		st := newState()
-		st.only, st.onlySet = only, onlySet
-		return st
-	}
+// the log, or an empty state. It keeps the open messages empty tracks
+// (state.For: one participant's), and returns empty.Fresh() when there
+// is no usable snapshot.
+func (r *Run) readOpenSnapshot(empty *state.State) *state.State {
+	fresh := empty.Fresh
 	f, err := openSnapshot(r.path("open.jsonl"))
 	if err != nil {
 		return fresh()
@@ -570,7 +532,7 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 	if json.Unmarshal(l.Data, st) != nil || st.Seq != h.Seq || st.Offset != h.Offset || !r.matchesLog(st) {
 		return fresh()
 	}
-	st.Open = make(map[string]*Open, min(h.Open, 1<<20))
+	st.Open = make(map[string]*state.Open, min(h.Open, 1<<20))
 	n := int64(0)
 	for {
 		l, err := rd.Next()
@@ -578,15 +540,15 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 			break // the end: the file was renamed into place whole
 		}
 		var ol openLine
-		if json.Unmarshal(l.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != ol.ID+"@"+ol.Task) {
+		if json.Unmarshal(l.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != state.Key(ol.ID, events.Broadcast, ol.Task)) {
 			return fresh()
 		}
 		n++
-		if !st.tracks(ol.Task) {
+		if !st.Tracks(ol.Task) {
 			continue
 		}
 		o := ol.Open
-		o.Task, o.Kind, o.File, o.Priority, o.Status, o.From = intern(o.Task), intern(o.Kind), intern(o.File), intern(o.Priority), intern(o.Status), intern(o.From)
+		o.Task, o.Kind, o.File, o.Priority, o.Status, o.From = state.Intern(o.Task), state.Intern(o.Kind), state.Intern(o.File), state.Intern(o.Priority), state.Intern(o.Status), state.Intern(o.From)
 		key := o.ID // the same string: one copy
 		if ol.Key != o.ID {
 			key = ol.Key
@@ -603,7 +565,7 @@ func (r *Run) readOpenSnapshot(only string, onlySet bool) *State {
 // matchesLog reports whether a snapshot's seq and offset agree with the
 // log: the line that ends at its offset has its seq. It also fills in
 // what a snapshot from an older crew lacks.
-func (r *Run) matchesLog(st *State) bool {
+func (r *Run) matchesLog(st *state.State) bool {
 	if st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
 		return false
 	}
@@ -620,7 +582,7 @@ func (r *Run) matchesLog(st *State) bool {
 		return false
 	}
 	if st.Tasks == nil {
-		st.Tasks = map[string]*Task{}
+		st.Tasks = map[string]*state.Task{}
 	}
 	return true
 }

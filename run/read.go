@@ -13,47 +13,17 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
-// Leader is the participant name readers use for the leader's view.
-const Leader = "leader"
-
-// Err returns the damage the state met while reducing the log as an error
-// wrapping crew.ErrDamaged (exit 7), or nil when it read everything.
-func (s *State) Err() error {
-	if len(s.Damage) == 0 {
-		return nil
-	}
-	// A log full of garbage has a damaged place per line: name the first
-	// few, count the rest (the message is printed on one line).
-	const shown = 10
-	if n := len(s.Damage); n > shown {
-		return fmt.Errorf("%s; and %d more damaged places; run crew repair: %w", strings.Join(s.Damage[:shown], "; "), n-shown, crew.ErrDamaged)
-	}
-	return fmt.Errorf("%s; run crew repair: %w", strings.Join(s.Damage, "; "), crew.ErrDamaged)
-}
-
-// openFor returns the open messages of one participant (a task id, or
-// Leader), ordered by seq.
-func openFor(st *State, participant string) []*Open {
-	want := participant
-	if participant == Leader {
-		want = ""
-	}
-	var out []*Open
-	for _, o := range st.Open {
-		if o.Task == want {
-			out = append(out, o)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out
-}
+// Leader is the participant name readers use for the leader's view
+// (state.Leader).
+const Leader = state.Leader
 
 // bodies reads the stored messages of the given open entries (see
 // eachBody), in the order given.
-func (r *Run) bodies(list []*Open) ([]events.Message, error) {
+func (r *Run) bodies(list []*state.Open) ([]events.Message, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
@@ -62,7 +32,7 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(i, j int) bool { return list[order[i]].Seq < list[order[j]].Seq })
-	bySeq := make([]*Open, len(list))
+	bySeq := make([]*state.Open, len(list))
 	for i, k := range order {
 		bySeq[i] = list[k]
 	}
@@ -86,7 +56,7 @@ func (r *Run) bodies(list []*Open) ([]events.Message, error) {
 // not hold (yet) is read from the log. A mailbox file in which it met
 // damage is rebuilt from the log afterwards. A run in a RemoteStore has no
 // mailbox files: its log is read from the first entry on.
-func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
+func (r *Run) eachBody(list []*state.Open, fn func(*events.Message) error) error {
 	if r.remote != nil {
 		return r.remote.bodies(context.Background(), list, fn)
 	}
@@ -153,7 +123,7 @@ func (r *Run) eachBody(list []*Open, fn func(*events.Message) error) error {
 
 // withStatus gives the stored message m its current status, from its
 // open entry o, and a broadcast the recipient of o, as readers show it.
-func withStatus(m *events.Message, o *Open) *events.Message {
+func withStatus(m *events.Message, o *state.Open) *events.Message {
 	m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
 	if m.To == events.Broadcast {
 		m.To = o.Task
@@ -253,15 +223,15 @@ func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions,
 		return err
 	}
 	if participant != Leader {
-		if _, err := getTask(st, participant); err != nil {
+		if _, err := st.Task(participant); err != nil {
 			return err
 		}
 	}
 	var (
-		list []*Open
+		list []*state.Open
 		ids  []string
 	)
-	for _, op := range openFor(st, participant) {
+	for _, op := range st.OpenFor(participant) {
 		if op.Seq > o.Since && (!o.Unread || op.Status == events.StatusPending) {
 			list = append(list, op)
 			if op.Status == events.StatusPending {
@@ -301,36 +271,24 @@ func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []strin
 // participant's open messages (stateFor), it checks the ids against that
 // state brought up to date under the run lock, instead of loading every
 // open message of the run.
-func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *State) (*events.Event, error) {
-	return r.commitOp(&op{ctx: ctx, needOpen: seen == nil, side: seen, done: make(chan struct{}), fn: func(st *State) (*events.Event, error) {
+func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *state.State) (*events.Event, error) {
+	return r.commitOp(&op{ctx: ctx, needOpen: seen == nil, side: seen, done: make(chan struct{}), fn: func(st *state.State) (*events.Event, error) {
 		var still []string
 		for _, id := range ids {
 			op := st.Open[id+"@"+participant]
 			if op == nil {
 				op = st.Open[id]
 			}
-			if op != nil && op.Status == events.StatusPending && op.Task == recipientKey(participant) {
+			if op != nil && op.Status == events.StatusPending && op.Task == state.RecipientKey(participant) {
 				still = append(still, id)
 			}
 		}
 		if len(still) == 0 {
 			return nil, nil
 		}
-		return &events.Event{Type: events.MessageDelivered, Task: participantTask(participant), Actor: participant, MessageIDs: still}, nil
+		return &events.Event{Type: events.MessageDelivered, Task: state.RecipientKey(participant), Actor: participant, MessageIDs: still}, nil
 	}})
 }
-
-// recipientKey is how State.Open names a participant.
-func recipientKey(participant string) string {
-	if participant == Leader {
-		return ""
-	}
-	return participant
-}
-
-// participantTask is the Task field of events a participant writes as a
-// reader: its task id, or empty for the leader.
-func participantTask(participant string) string { return recipientKey(participant) }
 
 // Acknowledge marks messages addressed to participant as acknowledged (or,
 // with reject, rejected with reason) in one event. An id that is not an
@@ -362,7 +320,7 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 		typ = events.MessageRejected
 	}
 	var missing []string
-	_, err := r.commitOpen(ctx, func(st *State) (*events.Event, error) {
+	_, err := r.commitOpen(ctx, func(st *state.State) (*events.Event, error) {
 		missing = nil
 		var mine []string
 		for _, id := range ids {
@@ -373,8 +331,8 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 			switch {
 			case op == nil:
 				missing = append(missing, id)
-			case op.Task != recipientKey(participant):
-				return nil, fmt.Errorf("message %s is addressed to %s, not %s: %w", id, nameOf(op.Task), participant, crew.ErrConflict)
+			case op.Task != state.RecipientKey(participant):
+				return nil, fmt.Errorf("message %s is addressed to %s, not %s: %w", id, state.Participant(op.Task), participant, crew.ErrConflict)
 			case op.Kind == events.KindQuestion:
 				// An open question is one a task waits on (it closes when the
 				// task leaves waiting). Only respond may close it: ack or
@@ -393,7 +351,7 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 		if len(missing) > 0 || len(mine) == 0 {
 			return nil, nil
 		}
-		return &events.Event{Type: typ, Task: participantTask(participant), Actor: participant, MessageIDs: mine, Reason: reason}, nil
+		return &events.Event{Type: typ, Task: state.RecipientKey(participant), Actor: participant, MessageIDs: mine, Reason: reason}, nil
 	})
 	if err != nil {
 		return err
@@ -438,13 +396,6 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 	return nil
 }
 
-func nameOf(recipient string) string {
-	if recipient == "" {
-		return Leader
-	}
-	return recipient
-}
-
 func uuidCheck(id string) (string, error) {
 	if len(id) != 36 || strings.Count(id, "-") != 4 {
 		return "", fmt.Errorf("invalid message id %q: message ids are UUIDs like 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f: %w", id, crew.ErrInvalid)
@@ -469,7 +420,7 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 				to = Leader
 			case m.To == events.Broadcast:
 				broadcast = true
-				if slices.Contains(Recipients(e), participant) {
+				if slices.Contains(state.Recipients(e), participant) {
 					to = participant
 				}
 			default:
@@ -479,11 +430,11 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 		if status == "" {
 			return nil
 		}
-		for _, u := range MessageUpdates(e) {
+		for _, u := range state.MessageUpdates(e) {
 			if u.ID != id || u.Status == events.StatusDelivered {
 				continue
 			}
-			if broadcast && u.Task != recipientKey(participant) {
+			if broadcast && u.Task != state.RecipientKey(participant) {
 				continue // each recipient of a broadcast closes its own copy
 			}
 			status = u.Status
@@ -505,7 +456,7 @@ type Pending struct {
 
 // Waiting is a task blocked on a question.
 type Waiting struct {
-	Task     *Task          `json:"task"`
+	Task     *state.Task    `json:"task"`
 	Question events.Message `json:"question"`
 }
 
@@ -521,8 +472,8 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 	}
 	p := &Pending{}
 	if participant == Leader {
-		var qs []*Open
-		byQ := map[string]*Task{}
+		var qs []*state.Open
+		byQ := map[string]*state.Task{}
 		for _, t := range st.Tasks {
 			if t.Status == task.Waiting && t.Question != "" {
 				if o := st.Open[t.Question]; o != nil {
@@ -539,8 +490,8 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 		for _, m := range msgs {
 			p.Waiting = append(p.Waiting, Waiting{Task: byQ[m.ID], Question: m})
 		}
-		var urgent []*Open
-		for _, o := range openFor(st, Leader) {
+		var urgent []*state.Open
+		for _, o := range st.OpenFor(Leader) {
 			if o.Kind == events.KindReport && o.Priority == "urgent" {
 				urgent = append(urgent, o)
 			}
@@ -549,10 +500,10 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 			return nil, err
 		}
 	} else {
-		if _, err := getTask(st, participant); err != nil {
+		if _, err := st.Task(participant); err != nil {
 			return nil, err
 		}
-		list := openFor(st, participant)
+		list := st.OpenFor(participant)
 		sort.SliceStable(list, func(i, j int) bool {
 			return events.PriorityRank(list[i].Priority) > events.PriorityRank(list[j].Priority)
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 )
 
 // remoteLog is a run's log in a RemoteStore (NATS JetStream), with the
@@ -37,7 +38,7 @@ type remoteLog struct {
 	project func([]treeAct) error
 
 	mu sync.Mutex
-	st *State // as of st.Seq; nil until first read
+	st *state.State // as of st.Seq; nil until first read
 	// acts are what the events after from ask of the mail tree, not yet
 	// known to be done: from is the projection mark (RemoteStore.
 	// Projected) when st was started, so a process that replays a long
@@ -77,20 +78,19 @@ const maxActs = 1024
 
 // catchUp brings the cached state to the log's end and returns it. The
 // caller holds l.mu and must not keep the state past it.
-func (l *remoteLog) catchUp(ctx context.Context) (*State, error) {
+func (l *remoteLog) catchUp(ctx context.Context) (*state.State, error) {
 	if l.st == nil {
 		if err := l.readMark(ctx); err != nil {
 			return nil, err
 		}
-		l.st, l.acts, l.from = newState(), nil, l.mark
+		l.st, l.acts, l.from = state.New(), nil, l.mark
 	}
 	st := l.st
 	err := l.s.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
+		effects, err := st.Apply(e)
 		if e.Seq > l.from {
-			st.acts = &l.acts
+			l.acts = appendActs(l.acts, effects, false)
 		}
-		err := st.apply(e)
-		st.acts = nil
 		if err != nil {
 			st.Damage = append(st.Damage, err.Error())
 			st.Seq = e.Seq
@@ -113,21 +113,21 @@ func (l *remoteLog) catchUp(ctx context.Context) (*State, error) {
 		return nil, fmt.Errorf("run %s on %s holds no events, not even run.created: %w", l.run, l.s, crew.ErrDamaged)
 	}
 	if len(l.acts) > maxActs && l.readMark(ctx) == nil {
-		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= max(l.mark, l.done) })
+		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.Seq <= max(l.mark, l.done) })
 	}
 	return st, nil
 }
 
 // snapshot returns a copy of the run's state at the log's end, open
 // messages included (what Run.read returns for every kind of reader).
-func (l *remoteLog) snapshot(ctx context.Context) (*State, error) {
+func (l *remoteLog) snapshot(ctx context.Context) (*state.State, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st, err := l.catchUp(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return copyState(st), nil
+	return st.Copy(), nil
 }
 
 // commit is commitOp for a remote log. It validates o.fn against the
@@ -203,11 +203,11 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 		}
 		// Committed. What follows is best effort, as the file store's
 		// projections are: the next writer catches up what is missed.
-		st.acts = &l.acts
-		if err := st.apply(ev); err != nil {
+		effects, err := st.Apply(ev)
+		if err != nil {
 			l.st = nil
 		}
-		st.acts = nil
+		l.acts = appendActs(l.acts, effects, false)
 		bg := context.WithoutCancel(ctx)
 		if o.side != nil {
 			l.bringUp(bg, o.side, ev)
@@ -219,17 +219,17 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 
 // bringUp folds into side, a state read before ev was committed, the
 // events between it and ev, then ev.
-func (l *remoteLog) bringUp(ctx context.Context, side *State, ev *events.Event) {
+func (l *remoteLog) bringUp(ctx context.Context, side *state.State, ev *events.Event) {
 	if side.Seq < ev.Seq-1 {
 		l.s.Read(ctx, l.run, side.Seq, func(e *events.Event) error {
 			if e.Seq >= ev.Seq {
 				return events.StopScan
 			}
-			side.apply(e)
+			side.Apply(e)
 			return nil
 		})
 	}
-	side.apply(ev)
+	side.Apply(ev)
 }
 
 // projectUpTo delivers the mail-tree copies of the events up to seq that
@@ -249,7 +249,7 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 	}
 	var todo []treeAct
 	for _, a := range l.acts {
-		if a.seq > max(l.mark, l.done) && a.seq <= seq {
+		if a.Seq > max(l.mark, l.done) && a.Seq <= seq {
 			todo = append(todo, a)
 		}
 	}
@@ -257,7 +257,7 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 		return
 	}
 	l.done = seq
-	l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.seq <= seq })
+	l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.Seq <= seq })
 	if !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
 		return
 	}
@@ -289,7 +289,7 @@ func (l *remoteLog) readMark(ctx context.Context) error {
 
 // bodies is eachBody for a remote log: list is in seq order, and one read
 // of the log from its first entry's seq picks their messages.
-func (l *remoteLog) bodies(ctx context.Context, list []*Open, fn func(*events.Message) error) error {
+func (l *remoteLog) bodies(ctx context.Context, list []*state.Open, fn func(*events.Message) error) error {
 	if len(list) == 0 {
 		return nil
 	}

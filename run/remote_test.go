@@ -12,6 +12,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store/natsstore"
 	"github.com/crew-dev/crew/task"
 )
@@ -26,13 +27,13 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	ctx := context.Background()
 	dial := func() *natsstore.Store { return natstest.Dial(t, srv.ClientURL(), natsstore.Options{}) }
 	a, b := dial(), dial()
-	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
+	m, _ := json.Marshal(state.Manifest{ID: "r1", Leader: "leader"})
 	if err := a.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(TaskSpec{Agent: "t1"})
+	spec, _ := json.Marshal(state.TaskSpec{Agent: "t1"})
 	la, lb := newTestLog(a), newTestLog(b)
-	if _, err := la.commit(&op{ctx: ctx, fn: func(*State) (*events.Event, error) {
+	if _, err := la.commit(&op{ctx: ctx, fn: func(*state.State) (*events.Event, error) {
 		return &events.Event{Type: events.TaskCreated, Task: "t1", To: string(task.Pending), Data: spec}, nil
 	}}); err != nil {
 		t.Fatal(err)
@@ -41,8 +42,8 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	if _, err := lb.snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	start := func(st *State) (*events.Event, error) {
-		t1, err := getTask(st, "t1")
+	start := func(st *state.State) (*events.Event, error) {
+		t1, err := st.Task("t1")
 		if err != nil {
 			return nil, err
 		}
@@ -98,12 +99,12 @@ func TestRemoteReaderKeepsBoundedActs(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
 	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
-	m, _ := json.Marshal(Manifest{ID: "r1", Leader: "leader"})
+	m, _ := json.Marshal(state.Manifest{ID: "r1", Leader: "leader"})
 	if err := s.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
 		t.Fatal(err)
 	}
 	writer, reader := newTestLog(s), newTestLog(natstest.Dial(t, srv.ClientURL(), natsstore.Options{}))
-	steer := func(*State) (*events.Event, error) {
+	steer := func(*state.State) (*events.Event, error) {
 		return &events.Event{Type: events.MessageSent, Actor: "leader", Message: &events.Message{ID: uuid.NewString(), Kind: events.KindSteer,
 			Direction: events.Inbox, From: "leader", To: "leader", Body: "x", Priority: "normal"}}, nil
 	}

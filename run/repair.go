@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 )
 
 // RepairReport says what Repair found and did.
@@ -335,7 +336,7 @@ func (r *Run) filler(seq int64, at events.Time) events.Event {
 // rebuild derives every projection afresh from the log. The caller holds
 // the run lock.
 func (r *Run) rebuild() error {
-	st := newState()
+	st := state.New()
 	c, err := events.Read(r.EventsPath(), 0)
 	if err != nil {
 		return err
@@ -343,8 +344,8 @@ func (r *Run) rebuild() error {
 	defer c.Close()
 	var acts []treeAct
 	err = c.Scan(func(de *events.DamageError) { st.Damage = append(st.Damage, de.Error()) }, func(e *events.Event) error {
-		st.acts = &acts
-		st.apply(e)
+		effects, _ := st.Apply(e)
+		acts = appendActs(acts, effects, false)
 		return nil
 	})
 	if err != nil {
@@ -361,7 +362,6 @@ func (r *Run) rebuild() error {
 	}
 	// Mail-tree copies: delivering again is harmless (same names), and
 	// read flags follow the delivery status.
-	st.acts = nil
 	if err := r.projectTree(acts); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 )
 
 // DirName is the name of the state root directory, found like git finds
@@ -170,16 +171,6 @@ func (r *Root) maxBody() int {
 	return DefaultMaxBody
 }
 
-// Manifest is a run's metadata, written once at creation to manifest.json
-// and carried in its run.created event.
-type Manifest struct {
-	ID        string      `json:"id"`
-	Title     string      `json:"title,omitempty"`
-	Leader    string      `json:"leader"`
-	CreatedAt events.Time `json:"createdAt"`
-	Dir       string      `json:"dir"` // working directory the run was created from; done-when commands run here
-}
-
 // CreateOptions are the settings of a new run.
 type CreateOptions struct {
 	ID     string // run id; generated from the time when empty
@@ -228,7 +219,7 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 		}
 		opts.Dir = wd
 	}
-	m := Manifest{ID: opts.ID, Title: opts.Title, Leader: opts.Leader, CreatedAt: now, Dir: opts.Dir}
+	m := state.Manifest{ID: opts.ID, Title: opts.Title, Leader: opts.Leader, CreatedAt: now, Dir: opts.Dir}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -388,7 +379,7 @@ func (r *Root) runIDs() ([]string, error) {
 
 // List returns the manifests of all runs, oldest first. A run whose
 // manifest cannot be read is returned in bad with the reason.
-func (r *Root) List() (runs []Manifest, bad []error, err error) {
+func (r *Root) List() (runs []state.Manifest, bad []error, err error) {
 	ids, err := r.runIDs()
 	if err != nil {
 		return nil, nil, err
@@ -407,11 +398,11 @@ func (r *Root) List() (runs []Manifest, bad []error, err error) {
 
 // manifest returns run id's manifest: manifest.json, or on a
 // RemoteStore the Data of the run's first event (run.created).
-func (r *Root) manifest(id string) (Manifest, error) {
+func (r *Root) manifest(id string) (state.Manifest, error) {
 	if r.remote == nil {
 		return readManifest(filepath.Join(r.runsDir(), id))
 	}
-	var m Manifest
+	var m state.Manifest
 	var first *events.Event
 	err := r.remote.Read(context.Background(), id, 0, func(e *events.Event) error {
 		first = e
@@ -426,8 +417,8 @@ func (r *Root) manifest(id string) (Manifest, error) {
 	return m, nil
 }
 
-func readManifest(dir string) (Manifest, error) {
-	var m Manifest
+func readManifest(dir string) (state.Manifest, error) {
+	var m state.Manifest
 	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		return m, fmt.Errorf("read manifest of run %s: %w", filepath.Base(dir), err)

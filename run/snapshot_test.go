@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
 // fullStateJSON is st with its open messages, which tasks.json leaves out.
-func fullStateJSON(t *testing.T, st *State) string {
+func fullStateJSON(t *testing.T, st *state.State) string {
 	t.Helper()
 	open, err := json.Marshal(st.Open)
 	must(t, err)
@@ -110,12 +111,12 @@ func TestOpenSnapshotRebuiltFromLog(t *testing.T) {
 		one, err := reopen(t, r).stateFor(who)
 		must(t, err)
 		for key, o := range st.Open {
-			if o.Task == recipientKey(who) && one.Open[key] == nil {
+			if o.Task == state.RecipientKey(who) && one.Open[key] == nil {
 				t.Errorf("the state read for %s lacks its message %s", who, key)
 			}
 		}
 		for key, o := range one.Open {
-			if o.Task != recipientKey(who) {
+			if o.Task != state.RecipientKey(who) {
 				t.Errorf("the state read for %s holds %s, addressed to %q", who, key, o.Task)
 			}
 		}
@@ -154,7 +155,7 @@ func TestAsyncProjection(t *testing.T) {
 	r.SetAsync(true)
 	ctx := context.Background()
 	for _, id := range []string{"t1", "t2"} {
-		_, err := r.AddTask(ctx, id, TaskSpec{}, "leader")
+		_, err := r.AddTask(ctx, id, state.TaskSpec{}, "leader")
 		must(t, err)
 		_, err = r.Transition(ctx, id, task.Start, id, "", nil)
 		must(t, err)
@@ -261,7 +262,7 @@ func last(evs []events.Event) events.Event { return evs[len(evs)-1] }
 func TestOpenSnapshotWrittenWhenDue(t *testing.T) {
 	r := newTestRun(t)
 	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", TaskSpec{}, "leader")
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
 	must(t, err)
 	var seq int64
 	for seq < 130 { // no open.jsonl yet: due from seq 128 on
@@ -282,13 +283,13 @@ func TestOpenSnapshotWrittenWhenDue(t *testing.T) {
 func TestSnapshotEvery128WhileHeldAndAtRelease(t *testing.T) {
 	r := newTestRun(t)
 	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", TaskSpec{}, "leader")
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
 	must(t, err)
 	st, err := r.TaskState()
 	must(t, err)
 	must(t, r.hold(ctx))
 	for seq := st.Seq + 1; seq <= st.Seq+300; seq++ {
-		next := copyTasks(st)
+		next := st.CopyTasks()
 		next.Seq = seq // as a projection job leaves it (its offset matters only to readers)
 		must(t, r.checkpoint(next))
 		if snap := snapshotSeq(t, r); seq-snap >= snapshotEvery {

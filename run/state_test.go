@@ -11,6 +11,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -69,7 +70,7 @@ func scenario(t *testing.T, r *Run, after func(step int)) sent {
 		if id == "t3" {
 			agent = "w3" // an agent named apart from its task
 		}
-		_, err := r.AddTask(ctx, id, TaskSpec{Title: "task " + id, Agent: agent}, "leader")
+		_, err := r.AddTask(ctx, id, state.TaskSpec{Title: "task " + id, Agent: agent}, "leader")
 		must(t, err)
 		done()
 	}
@@ -116,7 +117,7 @@ func scenario(t *testing.T, r *Run, after func(step int)) sent {
 }
 
 // stateJSON is st as tasks.json holds it: the reducer's whole output.
-func stateJSON(t *testing.T, st *State) string {
+func stateJSON(t *testing.T, st *state.State) string {
 	t.Helper()
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -242,7 +243,7 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	check("corrupt tasks.json")
 	writeRaw("")
 	check("empty tasks.json")
-	var bad State
+	var bad state.State
 	must(t, json.Unmarshal([]byte(want), &bad))
 	bad.Offset = 10 // not a line end of the log
 	b, _ = json.Marshal(&bad)

@@ -23,21 +23,22 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 )
 
 // Run is one coordinated job: a directory .crew/state/runs/<run>/. Its
 // methods are safe for concurrent use by goroutines; any number of
 // processes may use the same run at once (the run lock serialises writes).
 type Run struct {
-	Manifest Manifest
+	Manifest state.Manifest
 	root     *Root
 	dir      string
 
 	mu      sync.Mutex // guards queue, leading and cache
 	queue   []*op
 	leading bool
-	cache   *State      // state as of the last commit by this process
-	cacheFI os.FileInfo // identity of the log the cache was read from
+	cache   *state.State // state as of the last commit by this process
+	cacheFI os.FileInfo  // identity of the log the cache was read from
 
 	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
 	hmu   sync.Mutex   // guards holds, fl and held
@@ -77,9 +78,9 @@ func (r *Run) MailboxPath(name string) string { return r.path("mailbox", name) }
 // means nothing to write.
 type op struct {
 	ctx      context.Context // a cancelled operation is not committed
-	fn       func(*State) (*events.Event, error)
-	needOpen bool   // fn reads State.Open: load the open messages
-	side     *State // when set, fn validates against this state (read by the caller, brought up to date here) instead
+	fn       func(*state.State) (*events.Event, error)
+	needOpen bool         // fn reads State.Open: load the open messages
+	side     *state.State // when set, fn validates against this state (read by the caller, brought up to date here) instead
 	ev       *events.Event
 	err      error
 	job      *job // the projection of its batch
@@ -101,12 +102,12 @@ type op struct {
 // loses only unacknowledged work; a crash after it leaves projections
 // behind the log, and the next writer catches them up from the log in step
 // (2).
-func (r *Run) commit(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
+func (r *Run) commit(ctx context.Context, fn func(*state.State) (*events.Event, error)) (*events.Event, error) {
 	return r.commitOp(&op{ctx: ctx, fn: fn, done: make(chan struct{})})
 }
 
 // commitOpen is commit for an fn that reads State.Open.
-func (r *Run) commitOpen(ctx context.Context, fn func(*State) (*events.Event, error)) (*events.Event, error) {
+func (r *Run) commitOpen(ctx context.Context, fn func(*state.State) (*events.Event, error)) (*events.Event, error) {
 	return r.commitOp(&op{ctx: ctx, fn: fn, needOpen: true, done: make(chan struct{})})
 }
 
@@ -242,8 +243,6 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 		buf []byte
 		evs []*events.Event
 	)
-	st.acts = &acts
-	ownActs := len(acts) // acts from here on are the batch's own: fresh messages
 	for _, o := range batch {
 		target := st
 		if o.side != nil {
@@ -280,32 +279,21 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 			o.err = err
 			continue
 		}
-		n, seq := len(acts), st.Seq
-		if err := st.apply(ev); err != nil {
+		seq := st.Seq
+		effects, err := st.Apply(ev)
+		if err != nil {
 			o.err = err
-			acts, st.Seq = acts[:n], seq // the seq stays free: no gap
+			st.Seq = seq // the seq stays free: no gap
 			continue
 		}
 		if o.side != nil && o.side != st {
-			for i := n; i < len(acts); i++ {
-				if a := &acts[i]; a.deliver == nil && a.name == "" && a.refs == nil {
-					a.refs = make([]*Open, len(a.ids))
-					for k, id := range a.ids {
-						if a.refs[k] = o.side.Open[id]; a.refs[k] == nil {
-							a.refs[k] = o.side.Open[id+"@"+ev.Task]
-						}
-					}
-				}
-			}
-			o.side.apply(ev)
+			side, _ := o.side.Apply(ev)
+			effects = knownCopies(effects, side)
 		}
+		acts = appendActs(acts, effects, true) // the batch's own: fresh messages
 		buf = append(buf, line...)
 		evs = append(evs, ev)
 		o.ev = ev
-	}
-	st.acts = nil
-	for i := ownActs; i < len(acts); i++ {
-		acts[i].fresh = true
 	}
 	if len(buf) > 0 {
 		if err := w.AppendRaw(buf); err != nil {
@@ -321,11 +309,11 @@ func (r *Run) commitBatch(batch []*op) (*job, error) {
 	if len(caughtUp) == 0 {
 		return nil, nil
 	}
-	j := &job{evs: caughtUp, acts: acts, before: before, snap: copyTasks(st), done: make(chan struct{})}
+	j := &job{evs: caughtUp, acts: acts, before: before, snap: st.CopyTasks(), done: make(chan struct{})}
 	// The same rule as above (the count open.jsonl was written with), so
 	// that open messages loaded because it was due are written out.
-	if since, count := r.openSnapshotState(); st.Open != nil && !st.onlySet && openDue(st.Seq, since, count) {
-		j.open = copyState(st)
+	if since, count := r.openSnapshotState(); st.Whole() && openDue(st.Seq, since, count) {
+		j.open = st.Copy()
 		r.noteOpenSnapshot(st.Seq, int64(len(st.Open))) // written by the job; not due again meanwhile
 	}
 	r.hold(context.Background()) // the job's: it cannot fail, the lock is held
@@ -348,7 +336,7 @@ func ioFailure(err error) bool {
 // catchUp brings side, a state read from the log without the lock, up to
 // the log's end (size, under the lock) and the batch's events before the
 // caller's (evs, not yet written).
-func (r *Run) catchUp(side *State, size int64, evs []*events.Event) error {
+func (r *Run) catchUp(side *state.State, size int64, evs []*events.Event) error {
 	f, err := os.Open(r.EventsPath())
 	if err != nil {
 		return err
@@ -365,7 +353,7 @@ func (r *Run) catchUp(side *State, size int64, evs []*events.Event) error {
 		return err
 	}
 	for _, e := range evs {
-		side.apply(e)
+		side.Apply(e)
 	}
 	return nil
 }
@@ -376,7 +364,7 @@ func (r *Run) dropCache() {
 	r.mu.Unlock()
 }
 
-func (r *Run) keepCache(st *State, w *events.Writer) {
+func (r *Run) keepCache(st *state.State, w *events.Writer) {
 	fi, err := os.Stat(r.EventsPath())
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -393,7 +381,7 @@ func (r *Run) keepCache(st *State, w *events.Writer) {
 // writer may have crashed after its fsync) and what they ask of the mail
 // tree; and tasks.json's State.Files: where the mailbox files stood
 // before those events.
-func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*State, []*events.Event, []treeAct, map[string]int64, error) {
+func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*state.State, []*events.Event, []treeAct, map[string]int64, error) {
 	r.mu.Lock()
 	st, fi := r.cache, r.cacheFI
 	r.mu.Unlock()
@@ -427,8 +415,8 @@ func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*State, []*events.E
 		before, projected = maps.Clone(snap.Files), snap.Seq
 		st = snap
 		if needOpen {
-			if st = r.readOpenSnapshot("", false); st.Seq > projected {
-				st = newState() // an open.jsonl ahead of tasks.json: the log from its start
+			if st = r.readOpenSnapshot(state.New()); st.Seq > projected {
+				st = state.New() // an open.jsonl ahead of tasks.json: the log from its start
 			}
 		}
 	}
@@ -441,7 +429,7 @@ func (r *Run) loadForWrite(w *events.Writer, needOpen bool) (*State, []*events.E
 // skipped and remembered in st.Damage (readers then exit 7). When acts is
 // not nil, the events after seq from are returned, and what they ask of
 // the mail tree appended to acts.
-func (r *Run) replay(st *State, size int64, from int64, acts *[]treeAct) ([]*events.Event, error) {
+func (r *Run) replay(st *state.State, size int64, from int64, acts *[]treeAct) ([]*events.Event, error) {
 	if st.Offset >= size {
 		return nil, nil
 	}
@@ -450,7 +438,6 @@ func (r *Run) replay(st *State, size int64, from int64, acts *[]treeAct) ([]*eve
 		return nil, err
 	}
 	defer c.Close()
-	defer func() { st.acts = nil }()
 	var out []*events.Event
 	for c.Offset() < size {
 		e, err := c.Next()
@@ -466,16 +453,13 @@ func (r *Run) replay(st *State, size int64, from int64, acts *[]treeAct) ([]*eve
 		} else if err != nil {
 			return nil, err
 		}
-		keep := acts != nil && e.Seq > from
-		st.acts = nil
-		if keep {
-			st.acts = acts
-		}
-		if err := st.apply(&e); err != nil {
+		effects, err := st.Apply(&e)
+		if err != nil {
 			st.Damage = append(st.Damage, err.Error())
 			continue
 		}
-		if keep {
+		if acts != nil && e.Seq > from {
+			*acts = appendActs(*acts, effects, false)
 			ev := e
 			out = append(out, &ev)
 		}
@@ -488,9 +472,8 @@ func (r *Run) replay(st *State, size int64, from int64, acts *[]treeAct) ([]*eve
 // (the line just before its offset has its seq), else an empty state: a
 // missing, stale-beyond-the-log or corrupt snapshot is rebuilt from the log
 // without user action. The state has its tasks only (State.Open is nil).
-func (r *Run) readSnapshot() *State {
-	empty := newState()
-	empty.Open = nil
+func (r *Run) readSnapshot() *state.State {
+	empty := state.NewTasks()
 	for range 3 { // a snapshot read while it was rewritten is read again
 		data, err := readSnapshotFile(r.path("tasks.json"))
 		if err != nil {
@@ -500,7 +483,7 @@ func (r *Run) readSnapshot() *State {
 		if !whole {
 			continue
 		}
-		st := &State{}
+		st := &state.State{}
 		if json.Unmarshal(obj, st) != nil || !r.matchesLog(st) {
 			return empty
 		}
@@ -513,7 +496,7 @@ func (r *Run) readSnapshot() *State {
 // (rewriteKeepingInodes: it is rewritten after every burst of commits),
 // sealed with its checksum (sealJSON). It is a projection, so it is not
 // fsynced: a lost snapshot is rebuilt from the log.
-func (r *Run) writeSnapshot(st *State) error {
+func (r *Run) writeSnapshot(st *state.State) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -527,26 +510,26 @@ func (r *Run) writeSnapshot(st *State) error {
 // State returns the run's current state, read without the run lock: its
 // tasks and its open messages (open.jsonl plus the log after it). Damage
 // met on the way is listed in State.Damage.
-func (r *Run) State() (*State, error) {
-	return r.read(func() *State { return r.readOpenSnapshot("", false) })
+func (r *Run) State() (*state.State, error) {
+	return r.read(func() *state.State { return r.readOpenSnapshot(state.New()) })
 }
 
 // TaskState is State without the open messages (State.Open is nil): the
 // tasks only, read from tasks.json plus the log after it, which stays
 // small however many messages are open.
-func (r *Run) TaskState() (*State, error) {
+func (r *Run) TaskState() (*state.State, error) {
 	return r.read(r.readSnapshot)
 }
 
 // stateFor is State with the open messages of one participant only (a
 // task id, or Leader).
-func (r *Run) stateFor(participant string) (*State, error) {
-	return r.read(func() *State { return r.readOpenSnapshot(recipientKey(participant), true) })
+func (r *Run) stateFor(participant string) (*state.State, error) {
+	return r.read(func() *state.State { return r.readOpenSnapshot(state.For(participant)) })
 }
 
 // read returns the state from a snapshot plus the log after it, up to the
 // log's last complete line.
-func (r *Run) read(snapshot func() *State) (*State, error) {
+func (r *Run) read(snapshot func() *state.State) (*state.State, error) {
 	if r.remote != nil { // a RemoteStore: the state this process reduced from the log (remote.go)
 		return r.remote.snapshot(context.Background())
 	}
@@ -563,12 +546,7 @@ func (r *Run) read(snapshot func() *State) (*State, error) {
 		return nil, err
 	}
 	if st.Offset > complete {
-		fresh := newState()
-		if st.Open == nil {
-			fresh.Open = nil
-		}
-		fresh.only, fresh.onlySet = st.only, st.onlySet
-		st = fresh
+		st = st.Fresh()
 	}
 	if _, err := r.replay(st, complete, 0, nil); err != nil {
 		return nil, err
@@ -664,19 +642,19 @@ func (r *Run) projectTree(acts []treeAct) error {
 	var agents []string
 	for i := range acts {
 		a := &acts[i]
-		if a.deliver != nil && a.fresh {
-			fresh[a.agent+"/"+a.deliver.ID] = i
-		} else if a.deliver == nil && len(fresh) > 0 {
-			for _, id := range a.ids {
-				if j, ok := fresh[a.agent+"/"+id]; ok {
+		if a.Deliver != nil && a.fresh {
+			fresh[a.Agent+"/"+a.Deliver.ID] = i
+		} else if a.Deliver == nil && len(fresh) > 0 {
+			for _, c := range a.Seen {
+				if j, ok := fresh[a.Agent+"/"+c.ID]; ok {
 					acts[j].read = true
 				}
 			}
 		}
-		if byAgent[a.agent] == nil {
-			agents = append(agents, a.agent)
+		if byAgent[a.Agent] == nil {
+			agents = append(agents, a.Agent)
 		}
-		byAgent[a.agent] = append(byAgent[a.agent], a)
+		byAgent[a.Agent] = append(byAgent[a.Agent], a)
 	}
 	errs := make([]error, len(agents))
 	do := func(k int) {
@@ -688,15 +666,15 @@ func (r *Run) projectTree(acts []treeAct) error {
 		}
 		var es []error
 		for _, a := range byAgent[agent] {
-			if a.deliver != nil {
-				es = append(es, deliverCopy(d, a.deliver, a.read, a.fresh))
+			if a.Deliver != nil {
+				es = append(es, deliverCopy(d, a.Deliver, a.read, a.fresh))
 				continue
 			}
-			for k, id := range a.ids {
-				if _, ok := fresh[a.agent+"/"+id]; ok {
+			for _, c := range a.Seen {
+				if _, ok := fresh[a.Agent+"/"+c.ID]; ok {
 					continue // delivered read
 				}
-				es = append(es, d.SetRead(a.copyName(k), true, false))
+				es = append(es, d.SetRead(copyName(c), true, false))
 			}
 		}
 		if errs[k] = errors.Join(es...); errs[k] != nil {

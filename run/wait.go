@@ -10,6 +10,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -160,7 +161,7 @@ func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, resp
 // cancelled, crew.ErrTimeout at ctx's deadline. progress, if not nil, is
 // called with the state each time it may have changed (its tasks only, as
 // TaskState reads it).
-func (r *Run) WaitRun(ctx context.Context, progress func(*State)) error {
+func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
 	w := r.Watch()
 	defer w.Close()
 	for {

@@ -13,6 +13,7 @@ import (
 	"github.com/crew-dev/crew"
 	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -179,11 +180,11 @@ func runCommand() *cli.Command {
 }
 
 type runRecord struct {
-	run.Manifest
-	Tasks    int         `json:"tasks"`
-	Summary  string      `json:"summary"`
-	Seq      int64       `json:"seq,omitempty"`
-	TaskList []*run.Task `json:"taskList,omitempty"`
+	state.Manifest
+	Tasks    int           `json:"tasks"`
+	Summary  string        `json:"summary"`
+	Seq      int64         `json:"seq,omitempty"`
+	TaskList []*state.Task `json:"taskList,omitempty"`
 }
 
 // runArg opens the run named by the first argument, else --run / latest.
@@ -202,12 +203,12 @@ func (e *env) runArg() (*run.Run, error) {
 }
 
 // summary is a one-line count of task states: "3/5 done · 1 waiting".
-func summary(st *run.State) string { return reports.Summary(st) }
+func summary(st *state.State) string { return reports.Summary(st) }
 
 // progressLine is the run's summary and what the oldest open question
 // asks: `3/5 done · 1 waiting: t2 asks "Which DB?"`, with "(+N more)" when
 // several tasks wait. waiting is run.Pending's list, oldest first.
-func progressLine(st *run.State, waiting []run.Waiting) string {
+func progressLine(st *state.State, waiting []run.Waiting) string {
 	line := summary(st)
 	if len(waiting) > 0 {
 		w := waiting[0]
@@ -220,7 +221,7 @@ func progressLine(st *run.State, waiting []run.Waiting) string {
 }
 
 // waitingKey names the open questions of st, to tell when they change.
-func waitingKey(st *run.State) string {
+func waitingKey(st *state.State) string {
 	var qs []string
 	for _, t := range st.TaskList() {
 		if t.Status == task.Waiting {
@@ -258,7 +259,7 @@ func runWait(c *cli.Context) error {
 	var last, lastKey string
 	var lastAt time.Time
 	var waiting []run.Waiting
-	progress := func(st *run.State) {
+	progress := func(st *state.State) {
 		if key := waitingKey(st); key != lastKey {
 			// Read the questions' bodies only when the open ones change.
 			waiting, lastKey = nil, key
@@ -290,7 +291,7 @@ func runWait(c *cli.Context) error {
 	return err
 }
 
-func printTasks(e *env, ts []*run.Task) {
+func printTasks(e *env, ts []*state.Task) {
 	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", "TASK", "STATUS", "AGENT", "TITLE")
 	for _, t := range ts {
 		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, escape(t.Title))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -32,8 +33,8 @@ func taskCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				var t *run.Task
-				var check *run.Check
+				var t *state.Task
+				var check *state.Check
 				if op == task.Complete {
 					d, err := duration(c.String("done-timeout"))
 					if err != nil {
@@ -84,7 +85,7 @@ func taskCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					t, err := r.AddTask(c.Context, c.Args().First(), run.TaskSpec{Title: c.String("title"), Agent: c.String("agent"), DoneWhen: c.String("done-when")}, actor)
+					t, err := r.AddTask(c.Context, c.Args().First(), state.TaskSpec{Title: c.String("title"), Agent: c.String("agent"), DoneWhen: c.String("done-when")}, actor)
 					if err != nil {
 						return err
 					}

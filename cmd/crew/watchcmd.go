@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 )
 
 func watchCommand() *cli.Command {
@@ -120,7 +121,7 @@ type watchFilter struct {
 	tasks  map[string]bool // the tasks agent stands for: its own id, or the tasks whose agent it is
 }
 
-func newWatchFilter(leader, agent string, st *run.State) *watchFilter {
+func newWatchFilter(leader, agent string, st *state.State) *watchFilter {
 	f := &watchFilter{leader: leader, agent: agent, tasks: map[string]bool{}}
 	for _, t := range st.Tasks {
 		if t.ID == agent || t.Agent == agent {
@@ -140,7 +141,7 @@ func (f *watchFilter) learn(e *events.Event) {
 	if e.Type != events.TaskCreated || f.agent == "" {
 		return
 	}
-	var spec run.TaskSpec
+	var spec state.TaskSpec
 	json.Unmarshal(e.Data, &spec)
 	if e.Task == f.agent || spec.Agent == f.agent {
 		f.tasks[e.Task] = true
@@ -160,7 +161,7 @@ func (f *watchFilter) match(e *events.Event) (string, bool) {
 	case m.Direction == events.Outbox:
 		return m.Task, f.leaderSide()
 	}
-	for _, t := range run.Recipients(e) {
+	for _, t := range state.Recipients(e) {
 		if f.tasks[t] {
 			return t, true
 		}

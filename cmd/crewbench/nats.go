@@ -13,6 +13,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store/natsstore"
 	"github.com/crew-dev/crew/task"
 )
@@ -155,7 +156,7 @@ func startedRun(root *run.Root, id, taskID string) (*run.Run, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	if _, err := r.AddTask(ctx, taskID, run.TaskSpec{Title: "bench task " + taskID}, run.Leader); err != nil {
+	if _, err := r.AddTask(ctx, taskID, state.TaskSpec{Title: "bench task " + taskID}, run.Leader); err != nil {
 		return nil, err
 	}
 	_, err = r.Transition(ctx, taskID, task.Start, taskID, "", nil)

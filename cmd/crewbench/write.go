@@ -15,6 +15,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -217,7 +218,7 @@ func newRun(dir, id string, tasks ...string) (*run.Run, error) {
 	r.SetAsync(true)
 	ctx := context.Background()
 	for _, t := range tasks {
-		if _, err := r.AddTask(ctx, t, run.TaskSpec{Title: "bench task " + t}, run.Leader); err != nil {
+		if _, err := r.AddTask(ctx, t, state.TaskSpec{Title: "bench task " + t}, run.Leader); err != nil {
 			return nil, err
 		}
 		if _, err := r.Transition(ctx, t, task.Start, t, "", nil); err != nil {

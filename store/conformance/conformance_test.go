@@ -28,6 +28,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store/natsstore"
 )
 
@@ -101,7 +102,7 @@ func each(t *testing.T, f func(t *testing.T, s store)) {
 
 func created(id string) *events.Event {
 	now := events.Now()
-	data, _ := json.Marshal(run.Manifest{ID: id, Title: "conformance", Leader: "leader", CreatedAt: now, Dir: "/"})
+	data, _ := json.Marshal(state.Manifest{ID: id, Title: "conformance", Leader: "leader", CreatedAt: now, Dir: "/"})
 	return &events.Event{Seq: 1, At: now, Type: events.RunCreated, Run: id, Actor: "leader", Data: data}
 }
 
@@ -161,7 +162,7 @@ func TestCreateRun(t *testing.T) {
 		if len(evs) != 1 || evs[0].Type != events.RunCreated || evs[0].Seq != 1 {
 			t.Fatalf("log of a new run = %+v; want run.created at seq 1", evs)
 		}
-		var m run.Manifest
+		var m state.Manifest
 		if err := json.Unmarshal(evs[0].Data, &m); err != nil || m.ID != "r1" || m.Leader != "leader" {
 			t.Errorf("manifest in run.created = %+v, %v", m, err)
 		}

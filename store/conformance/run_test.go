@@ -17,6 +17,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -37,7 +38,7 @@ func newRun(t *testing.T, s store, tasks ...string) *run.Run {
 		t.Fatal(err)
 	}
 	for _, id := range tasks {
-		if _, err := r.AddTask(context.Background(), id, run.TaskSpec{}, "leader"); err != nil {
+		if _, err := r.AddTask(context.Background(), id, state.TaskSpec{}, "leader"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +157,7 @@ func TestRunTransitions(t *testing.T) {
 			for _, from := range allStates {
 				n++
 				id := fmt.Sprintf("t%d", n)
-				of(r.AddTask(context.Background(), id, run.TaskSpec{}, "leader")).must(t)
+				of(r.AddTask(context.Background(), id, state.TaskSpec{}, "leader")).must(t)
 				reach(t, r, id, from)
 				before := head(t, r)
 				err := do(r, id, op)
@@ -193,7 +194,7 @@ func TestRunMessagesAndTerminalTasks(t *testing.T) {
 		r := newRun(t, s)
 		for i, from := range allStates {
 			id := fmt.Sprintf("t%d", i)
-			of(r.AddTask(context.Background(), id, run.TaskSpec{}, "leader")).must(t)
+			of(r.AddTask(context.Background(), id, state.TaskSpec{}, "leader")).must(t)
 			reach(t, r, id, from)
 			for _, kind := range []string{events.KindSteer, events.KindFollowUp, events.KindNudge, events.KindReport} {
 				from2 := "leader"
@@ -377,10 +378,10 @@ func TestRunBadInput(t *testing.T) {
 			err  error
 			want error
 		}{
-			{"task id a/b", second(r.AddTask(ctx, "a/b", run.TaskSpec{}, "leader")), crew.ErrInvalid},
-			{"task id leader", second(r.AddTask(ctx, "leader", run.TaskSpec{}, "leader")), crew.ErrInvalid},
-			{"task T1 beside t1", second(r.AddTask(ctx, "T1", run.TaskSpec{}, "leader")), crew.ErrConflict},
-			{"agent a.b", second(r.AddTask(ctx, "t9", run.TaskSpec{Agent: "a.b"}, "leader")), crew.ErrInvalid},
+			{"task id a/b", second(r.AddTask(ctx, "a/b", state.TaskSpec{}, "leader")), crew.ErrInvalid},
+			{"task id leader", second(r.AddTask(ctx, "leader", state.TaskSpec{}, "leader")), crew.ErrInvalid},
+			{"task T1 beside t1", second(r.AddTask(ctx, "T1", state.TaskSpec{}, "leader")), crew.ErrConflict},
+			{"agent a.b", second(r.AddTask(ctx, "t9", state.TaskSpec{Agent: "a.b"}, "leader")), crew.ErrInvalid},
 			{"invalid UTF-8", second(r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "bad \xff"})), crew.ErrInvalid},
 			{"over --max-body", second(r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: strings.Repeat("x", 65)})), crew.ErrInvalid},
 			{"empty body", second(r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: " "})), crew.ErrInvalid},

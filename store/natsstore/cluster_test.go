@@ -13,6 +13,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store/natsstore"
 	"github.com/crew-dev/crew/task"
 )
@@ -125,7 +126,7 @@ func TestClusterRunNodeKilledLosesNoAcknowledgedOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.AddTask(ctx, "t1", run.TaskSpec{}, "leader"); err != nil {
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Transition(ctx, "t1", task.Start, "t1", "", nil); err != nil {

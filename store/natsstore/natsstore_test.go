@@ -15,6 +15,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store/natsstore"
 )
 
@@ -192,7 +193,7 @@ func TestReaderPrintsWhatComesBeforeDamage(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, id := range []string{"t1", "t2"} {
-		if _, err := r.AddTask(ctx, id, run.TaskSpec{}, run.Leader); err != nil {
+		if _, err := r.AddTask(ctx, id, state.TaskSpec{}, run.Leader); err != nil {
 			t.Fatal(err)
 		}
 	}

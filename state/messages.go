@@ -1,4 +1,4 @@
-package run
+package state
 
 import (
 	"encoding/json"
@@ -6,13 +6,9 @@ import (
 	"github.com/crew-dev/crew/events"
 )
 
-// The rules below say how the log's events bear on the messages sent
-// earlier in it. The reducer (State) keeps only the open messages; readers
-// of a run's whole history (crew run report) fold every event with these
-// rules instead of restating them.
-
-// MessageUpdate is a change an event makes to the status of a message sent
-// earlier: SPEC §2's pending → delivered → acknowledged | rejected.
+// MessageUpdate is a change an event makes to the status of a message
+// sent earlier: pending → delivered → acknowledged | rejected
+// (docs/state-machine.md, Message status).
 type MessageUpdate struct {
 	ID     string      // the message's id
 	Task   string      // the reading participant's task ("" for the leader): names a broadcast's copy
@@ -33,6 +29,8 @@ type MessageUpdate struct {
 //
 // A delivered update applies only to a copy still pending; acknowledged
 // and rejected are final. Events that change no message return nil.
+// Apply uses the same rules; a reader of a run's whole history (crew run
+// report) folds every event with them.
 func MessageUpdates(e *events.Event) []MessageUpdate {
 	status := ""
 	switch e.Type {

@@ -1,4 +1,4 @@
-package run
+package state
 
 import (
 	"encoding/json"
@@ -14,10 +14,10 @@ import (
 // also after the state went through tasks.json.
 func TestTaskListOrderIsCreationOrder(t *testing.T) {
 	at := events.Now()
-	st := newState()
+	st := New()
 	for i, id := range []string{"zeta", "alpha", "mid"} {
 		data, _ := json.Marshal(TaskSpec{Agent: id})
-		if err := st.apply(&events.Event{Seq: int64(i + 2), At: at, Type: events.TaskCreated, Task: id, To: "pending", Data: data}); err != nil {
+		if _, err := st.Apply(&events.Event{Seq: int64(i + 2), At: at, Type: events.TaskCreated, Task: id, To: "pending", Data: data}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +35,7 @@ func TestTaskListOrderIsCreationOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back := newState()
+	back := New()
 	if err := json.Unmarshal(data, back); err != nil {
 		t.Fatal(err)
 	}

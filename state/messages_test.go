@@ -1,4 +1,4 @@
-package run
+package state
 
 import (
 	"encoding/json"
