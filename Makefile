@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/crew
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build demo test vet fuzz bench clean
+.PHONY: all build demo test vet lint fuzz bench clean
 
 all: build
 
@@ -23,7 +23,12 @@ demo: build
 vet:
 	$(GO) vet ./...
 
-test: vet
+# staticcheck, pinned in go.mod as a tool (go get -tool): unused code,
+# misnamed errors, suspicious constructs.
+lint:
+	$(GO) tool staticcheck ./...
+
+test: vet lint
 	$(GO) test -count=1 ./...
 
 # Every go test -fuzz target, one after another (go test -fuzz takes one

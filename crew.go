@@ -1,6 +1,6 @@
 // Package crew holds what every part of crew shares: the sentinel errors
 // that the command line maps to exit codes, and the identifier rules of
-// SPEC §1.
+// docs/concepts.md (Identifiers).
 //
 // The work is done in sub-packages: task (the state machine), events (the
 // append-only log), mailbox (JSONL mailbox files and the per-agent mail
@@ -16,7 +16,7 @@ import (
 )
 
 // Sentinel errors. Every error crew returns wraps at most one of them, and
-// cmd/crew maps each to one exit code (SPEC §6):
+// cmd/crew maps each to one exit code (docs/cli.md, Exit codes):
 //
 //	ErrInvalid    2  bad flag, id, priority or body
 //	ErrConflict   3  not allowed in the task's current state
@@ -54,10 +54,10 @@ func validID(id string) bool {
 	return true
 }
 
-// IDRule is the identifier rule of SPEC §1, as shown in error messages.
+// IDRule is the identifier rule of docs/concepts.md (Identifiers), as shown in error messages.
 const IDRule = "ids are 1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit"
 
-// ValidateID checks a run, task or agent id against SPEC §1:
+// ValidateID checks a run, task or agent id against docs/concepts.md, Identifiers:
 // ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$. kind names the id in the message
 // ("run", "task", "agent"). It returns an error wrapping ErrInvalid that
 // names the bad value (quoted, so control characters are visible) and the
@@ -70,11 +70,11 @@ func ValidateID(kind, id string) error {
 }
 
 // SameID reports whether two ids collide on a case-insensitive file system
-// (SPEC §1: ids that differ only in case may not coexist).
+// (docs/concepts.md, Identifiers: ids that differ only in case may not coexist).
 func SameID(a, b string) bool { return strings.EqualFold(a, b) }
 
 // Perm is the pair of modes crew creates files and directories with
-// (SPEC §7.6): 0600/0700 by default, 0660/02770 with --shared-group.
+// (docs/files.md, Permissions): 0600/0700 by default, 0660/02770 with --shared-group.
 type Perm struct {
 	File os.FileMode // mode of new files
 	Dir  os.FileMode // mode of new directories

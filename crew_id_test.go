@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// idRule is SPEC §1's identifier rule as the regexp it is written as;
+// idRule is the identifier rule of docs/concepts.md (Identifiers) as the regexp it is written as;
 // ValidateID spells it out by hand (a regexp costs start-up time).
 var idRule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 

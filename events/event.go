@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Event types (SPEC §2). One operation appends exactly one event.
+// Event types (docs/files.md, events.jsonl). One operation appends exactly one event.
 const (
 	RunCreated          = "run.created"
 	TaskCreated         = "task.created"
@@ -51,7 +51,20 @@ type Event struct {
 	Data       json.RawMessage `json:"data,omitempty"`
 }
 
-// Message kinds (SPEC §2).
+// Stamp gives an event validated for the log its place in it: run, seq,
+// the time if it has none, and to the message it carries the same seq,
+// run and time, and the status every stored message has (pending).
+func (e *Event) Stamp(run string, seq int64) {
+	e.Seq, e.Run = seq, run
+	if e.At.IsZero() {
+		e.At = Now()
+	}
+	if m := e.Message; m != nil {
+		m.Seq, m.Run, m.SentAt, m.Status = seq, run, e.At, StatusPending
+	}
+}
+
+// Message kinds (docs/concepts.md, Message kinds).
 const (
 	KindQuestion = "question"
 	KindResponse = "response"
@@ -61,6 +74,9 @@ const (
 	KindReport   = "report"
 	KindMessage  = "message" // a broadcast
 )
+
+// Kinds lists every message kind.
+var Kinds = []string{KindQuestion, KindResponse, KindSteer, KindFollowUp, KindNudge, KindReport, KindMessage}
 
 // Directions: inbox is leader -> worker, outbox is worker -> leader.
 const (
@@ -95,7 +111,7 @@ const Broadcast = "*"
 
 // Message is an immutable record sent from one participant to another: a
 // line of inbox.jsonl, outbox.jsonl or steering.jsonl, and embedded in the
-// event that sent it (SPEC §2). Status as stored is always "pending";
+// event that sent it (docs/files.md, Messages). Status as stored is always "pending";
 // readers fill Status, DeliveredAt, AcknowledgedAt and Reason from events.
 type Message struct {
 	ID             string          `json:"id"`

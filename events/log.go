@@ -1,5 +1,5 @@
 // Package events defines crew's events and its append-only event log, the
-// source of truth of a run (SPEC §2).
+// source of truth of a run (docs/files.md, events.jsonl).
 //
 // # On-disk format
 //
@@ -150,11 +150,11 @@ func (c *Cursor) Next() (Event, error) {
 	}
 }
 
-// StopScan, returned by a Scan callback, ends the scan without an error.
-var StopScan = errors.New("stop scan")
+// ErrStopScan, returned by a Scan callback, ends the scan without an error.
+var ErrStopScan = errors.New("stop scan")
 
 // Scan calls fn with each readable event from the cursor on, in order,
-// until the end of the log or until fn returns an error (StopScan ends it
+// until the end of the log or until fn returns an error (ErrStopScan ends it
 // cleanly). A damaged line is handed to damage, when not nil, and skipped;
 // the event just after a seq gap is handed to both. Scan returns fn's error
 // or an I/O error (which, unlike damage, would repeat on every Next).
@@ -184,7 +184,7 @@ func Scan(next func() (Event, error), damage func(*DamageError), fn func(*Event)
 			return err
 		}
 		if err := fn(&e); err != nil {
-			if err == StopScan {
+			if err == ErrStopScan {
 				return nil
 			}
 			return err

@@ -514,7 +514,7 @@ func TestCursorFollowsReplacedLog(t *testing.T) {
 }
 
 // Scan hands damage to its callback and goes on, passes the event after a
-// gap to both, stops cleanly on StopScan and returns any other error.
+// gap to both, stops cleanly on ErrStopScan and returns any other error.
 func TestScan(t *testing.T) {
 	path := writeLog(t, testLine(t, 1)+"{not json\n"+testLine(t, 3)+testLine(t, 5)+testLine(t, 6))
 	scan := func(fn func(*Event) error) (seqs []int64, damage []int64, err error) {
@@ -533,12 +533,12 @@ func TestScan(t *testing.T) {
 	}
 	seqs, _, err = scan(func(e *Event) error {
 		if e.Seq == 3 {
-			return StopScan
+			return ErrStopScan
 		}
 		return nil
 	})
 	if err != nil || !equalSeqs(seqs, []int64{1, 3}) {
-		t.Fatalf("StopScan: seqs %v, err %v", seqs, err)
+		t.Fatalf("ErrStopScan: seqs %v, err %v", seqs, err)
 	}
 	boom := errors.New("boom")
 	if _, _, err = scan(func(*Event) error { return boom }); err != boom {

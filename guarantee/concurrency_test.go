@@ -1,6 +1,6 @@
 package guarantee
 
-// Guarantees 3 and 4 (SPEC §7.3, §3): any number of processes may write to
+// Guarantee 3 (docs/guarantees.md: concurrent writers, and state changes that race; docs/state-machine.md): any number of processes may write to
 // one run or one mailbox at once, and state changes race safely. Every
 // writer here is a separate process running the built crew binary.
 
@@ -443,7 +443,7 @@ func TestInboxRace(t *testing.T) {
 }
 
 // TestCaseVariantsRace: processes creating, at the same instant, runs or
-// mailboxes whose ids differ only in letter case (SPEC §1: they may not
+// mailboxes whose ids differ only in letter case (docs/concepts.md, Identifiers: they may not
 // coexist): exactly one of each round is made, and the others exit 3.
 func TestCaseVariantsRace(t *testing.T) {
 	dir := newRun(t, "r1", "t1")

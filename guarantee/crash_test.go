@@ -2,7 +2,7 @@
 
 package guarantee
 
-// Guarantee 1 (SPEC §7): an operation that returned success is on disk and
+// Guarantee 1 (docs/guarantees.md): an operation that returned success is on disk and
 // survives kill -9 of any process.
 //
 // What this can and cannot prove: SIGKILL ends a process at any

@@ -1,6 +1,6 @@
 package guarantee
 
-// Guarantee 4 of SPEC §7 (issue 3, part 5): damage in the middle of a log.
+// Guarantee 4 of docs/guarantees.md (issue 3, part 5): damage in the middle of a log.
 // A line that is not an event, or a seq gap, is reported with its file and
 // line (or seq) on stderr and skipped; readers print what they can and exit
 // 7, and pending never says "nothing open" when it could not read
@@ -19,7 +19,7 @@ import (
 	"testing"
 )
 
-// exitDamaged is the exit code for a damaged log (SPEC §6).
+// exitDamaged is the exit code for a damaged log (docs/cli.md, Exit codes).
 const exitDamaged = 7
 
 // damageRun makes run r1 with tasks t1 and t2 and a little traffic: t1 is
@@ -430,7 +430,7 @@ func TestRepairQuarantinesExactBytes(t *testing.T) {
 // inside the part of the log that tasks.json already summarises is found
 // by the readers that read the whole log (events, repair), and repair
 // quarantines it. Readers that start from the snapshot read only what
-// follows it (SPEC §4: a read costs what it returns), so they are not
+// follows it (docs/reading.md, Cursors: a read costs what it returns), so they are not
 // expected to notice.
 func TestDamageUnderTheSnapshotIsFoundByFullReaders(t *testing.T) {
 	dir, _ := damageRun(t)

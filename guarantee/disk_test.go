@@ -1,6 +1,6 @@
 package guarantee
 
-// Guarantee 5 of SPEC §7 (issue 3, part 6): a full disk or a read-only
+// Guarantee 5 of docs/guarantees.md (issue 3, part 6): a full disk or a read-only
 // directory gives a clear error (exit 1, the OS's reason in the message)
 // and leaves every file as it was before the operation; once space is back
 // the next operation works and seq stays dense.
@@ -76,7 +76,7 @@ func seamRun(t *testing.T) (*run.Root, *run.Run, string) {
 	if _, err := r.Send(ctx, run.SendOptions{Kind: "steer", Task: "t1", From: "leader", Body: "first"}); err != nil {
 		t.Fatal(err)
 	}
-	return root, r, root.Dir
+	return root, r, root.Dir()
 }
 
 // wantOSError fails unless err is the injected errno, with the OS's words
@@ -143,7 +143,7 @@ func TestSeamFailedCommitLeavesEveryFile(t *testing.T) {
 		for _, f := range faults {
 			t.Run(fmt.Sprintf("%s/%s/%s", o.name, f.op, f.errno), func(t *testing.T) {
 				root, r, dir := seamRun(t)
-				logPath := r.EventsPath()
+				logPath := filepath.Join(r.Dir(), "events.jsonl")
 				before := takeImage(t, dir)
 				restore := failing(f.errno, "events.jsonl", f.op)
 				err := o.do(r)
@@ -200,7 +200,7 @@ func TestSeamFailedProjectionIsCaughtUp(t *testing.T) {
 			if _, err := r2.Send(ctx, run.SendOptions{Kind: "steer", Task: "t1", From: "leader", Body: "after"}); err != nil {
 				t.Fatal(err)
 			}
-			entries, errs, err := root.MailTree().List("t1", false)
+			entries, errs, err := root.Mail().List("t1", false)
 			if err != nil || len(errs) > 0 {
 				t.Fatal(err, errs)
 			}
@@ -216,7 +216,7 @@ func TestSeamFailedProjectionIsCaughtUp(t *testing.T) {
 				t.Errorf("steering.jsonl has %d lines, want 3:\n%s", len(lines), lines)
 			}
 			st, err := r2.State()
-			if err != nil || st.Seq != assertDenseLog(t, r.EventsPath()) {
+			if err != nil || st.Seq != assertDenseLog(t, filepath.Join(r.Dir(), "events.jsonl")) {
 				t.Errorf("state at seq %d, log disagrees (%v)", st.Seq, err)
 			}
 		})
@@ -307,7 +307,7 @@ func TestSeamFailedRepairLeavesEveryFile(t *testing.T) {
 	} {
 		t.Run(string(f.op)+"/"+f.part, func(t *testing.T) {
 			_, r, dir := seamRun(t)
-			appendLines(t, r.EventsPath(), []byte("garbage"), []byte(`{"seq":5,"at":"2026-11-29T21:04:06.000Z","type":"task.started","run":"r1","task":"t1","actor":"t1","from":"pending","to":"running"}`))
+			appendLines(t, filepath.Join(r.Dir(), "events.jsonl"), []byte("garbage"), []byte(`{"seq":5,"at":"2026-11-29T21:04:06.000Z","type":"task.started","run":"r1","task":"t1","actor":"t1","from":"pending","to":"running"}`))
 			before := takeImage(t, dir)
 			restore := failing(syscall.ENOSPC, f.part, f.op)
 			_, err := r.Repair(ctx)
@@ -319,7 +319,7 @@ func TestSeamFailedRepairLeavesEveryFile(t *testing.T) {
 			if _, err := r.Repair(ctx); err != nil {
 				t.Fatalf("repair after the fault: %v", err)
 			}
-			assertDenseLog(t, r.EventsPath())
+			assertDenseLog(t, filepath.Join(r.Dir(), "events.jsonl"))
 		})
 	}
 }

@@ -1,6 +1,6 @@
 package guarantee
 
-// Shared helpers for the guarantee tests (SPEC §7). TestMain builds the crew
+// Shared helpers for the guarantee tests (docs/guarantees.md). TestMain builds the crew
 // binary once into a temporary directory; every test drives that binary as
 // real, separate processes, because the guarantees are about processes that
 // crash and race, not goroutines pretending to be processes.

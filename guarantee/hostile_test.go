@@ -1,6 +1,6 @@
 package guarantee
 
-// Guarantees 6 and 7 of SPEC §7 (issue 3, part 7): hostile input. Ids
+// Guarantees 6 and 7 of docs/guarantees.md (issue 3, part 7): hostile input. Ids
 // never escape the state root; symbolic links inside the state root are
 // not written through; files are created 0600 and directories 0700
 // (0660/2770 with --shared-group); bodies up to the limit round-trip byte
@@ -24,7 +24,7 @@ import (
 	"unicode/utf8"
 )
 
-// exitInvalid is the exit code for invalid input (SPEC §6).
+// exitInvalid is the exit code for invalid input (docs/cli.md, Exit codes).
 const exitInvalid = 2
 
 // TestIDsCannotEscapeTheStateRoot: every place an id is given (run, task,

@@ -1,6 +1,6 @@
 package guarantee
 
-// Guarantee 2 (SPEC §7): a crash mid-write never leaves a record that
+// Guarantee 2 (docs/guarantees.md): a crash mid-write never leaves a record that
 // readers misparse. A last line without '\n' in events.jsonl or in a
 // mailbox file was never acknowledged (or is still being written): readers
 // neither print it nor call it damage, and the next writer, holding the run

@@ -43,7 +43,7 @@ type logMessage struct {
 	ReplyTo   string `json:"replyTo"`
 }
 
-// mailboxFile returns the mailbox file a message belongs in (SPEC §2):
+// mailboxFile returns the mailbox file a message belongs in (docs/files.md, Mailbox files):
 // steers in steering.jsonl, others by direction.
 func (m *logMessage) mailboxFile() string {
 	if m.Kind == "steer" {

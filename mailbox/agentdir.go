@@ -204,7 +204,7 @@ func (d *AgentDir) create(name string, data []byte, sync bool) error {
 	}
 	if sync {
 		if err := treeSyncDir(d.r, "."); err != nil {
-			d.r.Remove(name) // not durable, so not delivered: a failure leaves nothing (SPEC §7.5)
+			d.r.Remove(name) // not durable, so not delivered: a failure leaves nothing (docs/guarantees.md, guarantee 5)
 			return err
 		}
 	}

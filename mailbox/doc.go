@@ -1,5 +1,5 @@
 // Package mailbox stores crew's messages outside the event log, in two
-// forms. Both are projections of a run's events.jsonl (SPEC §2) or, for
+// forms. Both are projections of a run's events.jsonl (docs/files.md) or, for
 // crew mail send, plain mail; neither is a second source of truth.
 //
 // # JSONL mailbox files
@@ -12,7 +12,7 @@
 // # Per-agent mail tree
 //
 // .crew/state/mail/ (a Tree) holds one directory per agent, compatible with
-// the mail-async format (SPEC §5):
+// the mail-async format (docs/mail-tree.md):
 //
 //	mail/<agent>/<stamp>-<from>-<id>.json   one message per file (Name)
 //	mail/<agent>/archive/                   messages moved by Archive
@@ -36,5 +36,5 @@
 // archived by link and unlink (Archive), which never overwrites. No write
 // follows a symbolic link: agent and archive directories that are links
 // are refused, and every file operation is confined to the agent's
-// directory (SPEC §7.6).
+// directory (docs/files.md, Permissions).
 package mailbox

@@ -11,7 +11,7 @@ import (
 	"github.com/crew-dev/crew/internal/jsonl"
 )
 
-// The JSONL mailbox files of a run, in <run>/mailbox/ (SPEC §2). Each is a
+// The JSONL mailbox files of a run, in <run>/mailbox/ (docs/files.md, Mailbox files). Each is a
 // projection of events.jsonl: the messages of its kind, one per line, in seq
 // order (seqs ascend but are not dense: the log also holds other events).
 const (

@@ -2,7 +2,7 @@ package mailbox
 
 import "time"
 
-// Store is a per-agent mail tree (SPEC §5) wherever it is kept: Tree, the
+// Store is a per-agent mail tree (docs/mail-tree.md) wherever it is kept: Tree, the
 // files under .crew/state/mail, or a tree kept on a server for agents that
 // share no files (natsstore's JetStream key-value bucket). Every
 // implementation keeps Tree's rules, which its methods document: one

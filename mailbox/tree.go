@@ -19,7 +19,7 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 )
 
-// Types are the mail types of SPEC §5, in the mail-async vocabulary. Deliver
+// Types are the mail types of docs/mail-tree.md, in the mail-async vocabulary. Deliver
 // refuses any other type; Parse accepts any string, so that mail written by
 // other tools with newer types is still read.
 var Types = []string{
@@ -30,7 +30,7 @@ var Types = []string{
 	"coordination",
 }
 
-// treePriorities are the priorities Deliver accepts (SPEC §2); "" is
+// treePriorities are the priorities Deliver accepts (docs/concepts.md, Priorities); "" is
 // delivered as "normal".
 var treePriorities = []string{"low", "normal", "high", "urgent"}
 
@@ -62,7 +62,7 @@ const ArchiveDir = "archive"
 // for tmp/, https://cr.yp.to/proto/maildir.html, in one directory).
 const treeTempPrefix = ".tmp-"
 
-// Mail is one message of the per-agent mail tree (SPEC §5): the content of
+// Mail is one message of the per-agent mail tree (docs/mail-tree.md): the content of
 // one file <root>/<agent>/<stamp>-<from>-<id>.json. Its JSON form (Marshal)
 // is one compact object with sorted keys and a trailing newline, as
 // mail-async tools write it, so a file can be read by them and by jq:
@@ -84,7 +84,7 @@ type Mail struct {
 	// Subject ("subject") is a one-line summary. UTF-8.
 	Subject string
 	// Body ("body") is the message text. UTF-8; size limits are the
-	// sender's business (SPEC §2 --max-body).
+	// sender's business (docs/files.md, Body limit: --max-body).
 	Body string
 	// Timestamp ("timestamp") is the send time, stored in RFC 3339 UTC with
 	// milliseconds ("2026-03-05T10:30:00.123Z"). Parse accepts any RFC 3339
@@ -92,12 +92,12 @@ type Mail struct {
 	// returns it in UTC, cut to whole milliseconds.
 	Timestamp time.Time
 	// Read ("read") tells whether the recipient has read the message. For a
-	// run message's copy it mirrors the run's delivery status (SPEC §5).
+	// run message's copy it mirrors the run's delivery status (docs/mail-tree.md, Read flags).
 	Read bool
 	// Priority ("priority") is low, normal, high or urgent.
 	Priority string
 	// Run, Task and Kind ("run", "task", "kind") are set only on the copy of
-	// a run message: its run id, task id and message kind (SPEC §2). They
+	// a run message: its run id, task id and message kind (docs/files.md, Messages). They
 	// are left out of the JSON when empty.
 	Run, Task, Kind string
 	// Extra holds every other key found by Parse, compacted, and is written
@@ -173,7 +173,7 @@ func treeParseTime(s string) (time.Time, error) {
 
 // Marshal encodes m as a mail file's content: one compact JSON object with
 // keys in sorted (byte) order, followed by "\n". "id", "run", "task" and
-// "kind" are left out when empty; the other keys of SPEC §5 are always
+// "kind" are left out when empty; the other keys of docs/mail-tree.md are always
 // written; Timestamp is written in UTC with milliseconds (sub-millisecond
 // digits are cut). <, > and & are not escaped, so the file reads as
 // written. It returns an error wrapping crew.ErrInvalid if a string or an
@@ -266,7 +266,7 @@ func (m *Mail) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Name returns the file name of m in a mail tree (SPEC §5):
+// Name returns the file name of m in a mail tree (docs/mail-tree.md):
 // <stamp>-<from>-<id>.json, where <stamp> is m.Timestamp in UTC as
 // 2006-01-02T15-04-05.000Z (RFC 3339 with colons replaced by dashes and
 // milliseconds kept), e.g. "2026-03-05T10-30-00.123Z-leader-0193a1c2-....json".
@@ -277,7 +277,7 @@ func Name(m Mail) string {
 	return m.Timestamp.UTC().Format(treeStampLayout) + "-" + m.From + "-" + m.ID + ".json"
 }
 
-// Tree is a per-agent mail tree (SPEC §5): Root/<agent>/ holds one file per
+// Tree is a per-agent mail tree (docs/mail-tree.md): Root/<agent>/ holds one file per
 // message, named by Name, and Root/<agent>/archive/ holds archived ones.
 // Delivery follows Maildir (https://cr.yp.to/proto/maildir.html): write a
 // hidden temp file in the recipient's directory, fsync(2) it, link(2) it to
@@ -287,14 +287,14 @@ func Name(m Mail) string {
 // are. Writes never go through a symbolic link: an agent directory or
 // archive directory that is a symlink is refused, and every file operation
 // is confined to the agent directory (os.Root), so no id or link escapes
-// the tree (SPEC §7.6).
+// the tree (docs/files.md, Permissions).
 //
 // Tree is a value: the zero Perm means crew.PrivatePerm. Any number of
 // processes may deliver to one tree at once without a lock; see SetRead and
 // Archive for what they do when they race.
 type Tree struct {
 	Root string    // the tree's directory, .crew/state/mail
-	Perm crew.Perm // modes of new files and directories (SPEC §7.6)
+	Perm crew.Perm // modes of new files and directories (docs/files.md, Permissions)
 }
 
 // perm returns t.Perm with zero modes replaced by crew.PrivatePerm's.
@@ -313,7 +313,7 @@ func (t Tree) perm() crew.Perm {
 // check agent; the methods that touch the disk do.
 func (t Tree) Dir(agent string) string { return filepath.Join(t.Root, agent) }
 
-// Exists reports whether agent has a mailbox: agent is a valid id (SPEC §1)
+// Exists reports whether agent has a mailbox: agent is a valid id (docs/concepts.md, Identifiers)
 // and Root/<agent> is a directory, not a symbolic link to one.
 func (t Tree) Exists(agent string) bool {
 	if crew.ValidateID("agent", agent) != nil {
@@ -326,7 +326,7 @@ func (t Tree) Exists(agent string) bool {
 // Create makes agent's mailbox, Root/<agent>/ and Root/<agent>/archive/
 // (and Root if missing), with mode t.Perm.Dir (set exactly, whatever the
 // umask). It succeeds if they already exist, like mkdir -p. It returns an
-// error wrapping crew.ErrInvalid for an invalid agent id (SPEC §1),
+// error wrapping crew.ErrInvalid for an invalid agent id (docs/concepts.md, Identifiers),
 // crew.ErrConflict if a mailbox whose name differs only in case exists
 // (case-insensitive file systems), and an error if Root/<agent> or its
 // archive is a symbolic link or not a directory.
@@ -344,7 +344,7 @@ func (t Tree) Create(agent string) error {
 		}
 	}
 	// One creator at a time, from the check for a name in use (in any
-	// letter case) to the new directory (SPEC §1).
+	// letter case) to the new directory (docs/concepts.md, Identifiers).
 	unlock, err := fsys.LockFile(t.createLock(), perm.File)
 	if err != nil {
 		return fmt.Errorf("create mailbox for agent %s: %w", agent, err)
@@ -401,7 +401,7 @@ func treeMkdir(r *os.Root, name string, perm os.FileMode) error {
 }
 
 // Agents returns the names of the mailboxes in the tree, sorted: the
-// sub-directories of Root that are valid agent ids (SPEC §1), not symbolic
+// sub-directories of Root that are valid agent ids (docs/concepts.md, Identifiers), not symbolic
 // links and not hidden. A missing Root has no agents (nil, nil).
 func (t Tree) Agents() ([]string, error) {
 	des, err := os.ReadDir(t.Root)
@@ -473,7 +473,7 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 // never overwrites), removes the temp file and fsync(2)s the directory if
 // sync. A crash leaves either no message or a complete one (plus, at worst,
 // a hidden temp file that readers skip). sync=false is for projections
-// (SPEC §5): the fsynced log can deliver a lost copy again.
+// (docs/mail-tree.md, Copies of run messages): the fsynced log can deliver a lost copy again.
 //
 // Delivery is idempotent: if a file of that name already exists in the
 // directory or in archive/ and holds a message with the same id, Deliver
@@ -484,7 +484,7 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 //
 // An empty m.Priority is delivered as "normal". Deliver returns an error
 // wrapping crew.ErrInvalid, and writes nothing, if agent, m.From or m.ID is
-// not a valid id (SPEC §1), m.Type is not one of Types, m.Priority is not
+// not a valid id (docs/concepts.md, Identifiers), m.Type is not one of Types, m.Priority is not
 // low, normal, high or urgent, m.Timestamp is zero, or Marshal fails; one
 // wrapping crew.ErrNotFound if agent has no mailbox; an error if the
 // mailbox is a symbolic link or not a directory; and any I/O error, after
@@ -917,7 +917,7 @@ func removeStaleTemps(r *os.Root, now time.Time) int {
 // Archive moves agent's messages older than olderThan (Timestamp before
 // now minus olderThan) from the mail directory into archive/, and returns
 // the names moved, in name order. It moves read messages only, unread ones
-// too if includeUnread (SPEC §5: nothing disappears unseen). A move is
+// too if includeUnread (docs/mail-tree.md, Archive: nothing disappears unseen). A move is
 // link(2) into archive/ then unlink(2) of the old name, so it never
 // overwrites: a message whose name is taken in archive/ by a different file
 // is left where it is and reported (crew.ErrConflict); one taken by an

@@ -131,79 +131,103 @@ func Load(r *run.Run, o Options) (*Report, error) {
 	}
 	rep := &Report{Manifest: r.Manifest, Seq: st.Seq, At: events.Time{Time: now.UTC().Truncate(time.Millisecond)}, Summary: Summary(st)}
 	rep.Timings.CreatedAt = r.Manifest.CreatedAt
-	byID := map[string]*Task{}
+	f := &folder{rep: rep, o: o, byID: map[string]*Task{}, copies: map[string]*Message{}, waitingSince: map[string]events.Time{}}
 	for _, t := range st.TaskList() {
 		rt := &Task{Task: t}
 		rep.Tasks = append(rep.Tasks, rt)
-		byID[t.ID] = rt
+		f.byID[t.ID] = rt
 	}
 	c, err := r.Events(0)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	copies := map[string]*Message{} // key: id, or id@task for a broadcast's copy
-	waitingSince := map[string]events.Time{}
 	err = c.Scan(func(de *events.DamageError) { rep.Damage = append(rep.Damage, de.Error()) }, func(e *events.Event) error {
 		if e.Seq > st.Seq {
-			return events.StopScan // appended after the state was read
+			return events.ErrStopScan // appended after the state was read
 		}
-		rep.Timings.LastEventAt = e.At
-		if m := e.Message; m != nil {
-			m.Body = cut(m.Body, o.BodyRunes)
-			if m.To == events.Broadcast {
-				for _, to := range state.Recipients(e) {
-					cp := *m
-					cp.To = to
-					copies[m.ID+"@"+to] = &cp
-					rep.Messages = append(rep.Messages, &cp)
-				}
-			} else {
-				copies[m.ID] = m
-				rep.Messages = append(rep.Messages, m)
-			}
-			if t := byID[m.Task]; t != nil && m.Kind == events.KindReport {
-				t.Result = m.Body
-			}
-		}
-		for _, u := range state.MessageUpdates(e) {
-			m := copies[u.ID+"@"+u.Task]
-			if m == nil {
-				m = copies[u.ID]
-			}
-			if m != nil {
-				update(m, u, o.BodyRunes)
-			}
-		}
-		t := byID[e.Task]
-		if t == nil || e.To == "" {
-			return nil
-		}
-		switch {
-		case e.To == string(task.Waiting) && e.From != string(task.Waiting):
-			waitingSince[t.ID] = e.At
-		case e.From == string(task.Waiting) && e.To != string(task.Waiting):
-			if since, ok := waitingSince[t.ID]; ok {
-				t.WaitingSeconds += secs(e.At.Sub(since.Time))
-				delete(waitingSince, t.ID)
-			}
-		}
-		switch {
-		case e.Type == events.TaskRetried:
-			t.Check = nil
-		case task.State(e.To).Terminal():
-			if ch := state.CheckOf(e); ch != nil {
-				t.Check = ch
-			}
-			rep.ends = append(rep.ends, end{Seq: e.Seq, Task: t.ID, Status: task.State(e.To), Reason: cut(e.Reason, o.BodyRunes)})
-		}
+		f.fold(e)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for id, since := range waitingSince {
-		byID[id].WaitingSeconds += secs(now.Sub(since.Time))
+	f.finish(now)
+	return rep, nil
+}
+
+// A folder folds a run's events into its report: messages with their
+// statuses (state.MessageUpdates), time spent waiting, task ends.
+type folder struct {
+	rep          *Report
+	o            Options
+	byID         map[string]*Task
+	copies       map[string]*Message // by state.Key: a broadcast has a copy per recipient
+	waitingSince map[string]events.Time
+}
+
+func (f *folder) fold(e *events.Event) {
+	rep := f.rep
+	rep.Timings.LastEventAt = e.At
+	if m := e.Message; m != nil {
+		m.Body = cut(m.Body, f.o.BodyRunes)
+		if m.To == events.Broadcast {
+			for _, to := range state.Recipients(e) {
+				cp := *m
+				cp.To = to
+				f.copies[state.Key(m.ID, m.To, to)] = &cp
+				rep.Messages = append(rep.Messages, &cp)
+			}
+		} else {
+			f.copies[m.ID] = m
+			rep.Messages = append(rep.Messages, m)
+		}
+		if t := f.byID[m.Task]; t != nil && m.Kind == events.KindReport {
+			t.Result = m.Body
+		}
+	}
+	for _, u := range state.MessageUpdates(e) {
+		m := f.copies[state.Key(u.ID, events.Broadcast, u.Task)]
+		if m == nil {
+			m = f.copies[u.ID]
+		}
+		if m != nil {
+			update(m, u, f.o.BodyRunes)
+		}
+	}
+	if t := f.byID[e.Task]; t != nil && e.To != "" {
+		f.transition(t, e)
+	}
+}
+
+// transition notes a task's waiting time and its ends.
+func (f *folder) transition(t *Task, e *events.Event) {
+	switch {
+	case e.To == string(task.Waiting) && e.From != string(task.Waiting):
+		f.waitingSince[t.ID] = e.At
+	case e.From == string(task.Waiting) && e.To != string(task.Waiting):
+		if since, ok := f.waitingSince[t.ID]; ok {
+			t.WaitingSeconds += secs(e.At.Sub(since.Time))
+			delete(f.waitingSince, t.ID)
+		}
+	}
+	switch {
+	case e.Type == events.TaskRetried:
+		t.Check = nil
+	case task.State(e.To).Terminal():
+		if ch := state.CheckOf(e); ch != nil {
+			t.Check = ch
+		}
+		f.rep.ends = append(f.rep.ends, end{Seq: e.Seq, Task: t.ID, Status: task.State(e.To), Reason: cut(e.Reason, f.o.BodyRunes)})
+	}
+}
+
+// finish computes what needs every event: durations as of now, message
+// counts.
+func (f *folder) finish(now time.Time) {
+	rep := f.rep
+	for id, since := range f.waitingSince {
+		f.byID[id].WaitingSeconds += secs(now.Sub(since.Time))
 	}
 	allEnded := len(rep.Tasks) > 0
 	var last time.Time
@@ -222,9 +246,9 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		}
 	}
 	for _, m := range rep.Messages {
-		if t := byID[m.Task]; t != nil {
+		if t := f.byID[m.Task]; t != nil {
 			t.Messages++
-		} else if t := byID[m.To]; t != nil {
+		} else if t := f.byID[m.To]; t != nil {
 			t.Messages++ // a broadcast's copy
 		}
 	}
@@ -235,7 +259,6 @@ func Load(r *run.Run, o Options) (*Report, error) {
 		rep.Timings.Seconds = secs(now.Sub(rep.Timings.CreatedAt.Time))
 	}
 	rep.Counts = counts(rep.Messages)
-	return rep, nil
 }
 
 // update applies a status change to a message copy: delivered only from
@@ -334,16 +357,6 @@ func (rep *Report) question(t *Task) *Message {
 	return nil
 }
 
-// thread returns the messages of one task, both directions, in seq order.
-func (rep *Report) thread(id string) []*Message {
-	var out []*Message
-	for _, m := range rep.Messages {
-		if m.Task == id || (m.Task == events.Broadcast && m.To == id) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // secs is d in seconds, to the millisecond (the log's resolution).
 func secs(d time.Duration) float64 {

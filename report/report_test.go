@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -205,7 +206,7 @@ type logEvents []events.Event
 
 func readLog(t *testing.T, r *run.Run) logEvents {
 	t.Helper()
-	c, err := events.Read(r.EventsPath(), 0)
+	c, err := events.Read(filepath.Join(r.Dir(), "events.jsonl"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestLoadStopsAtStateSeq(t *testing.T) {
 
 func TestLoadDamagedLog(t *testing.T) {
 	f := newFixture(t)
-	fh, err := os.OpenFile(f.r.EventsPath(), os.O_APPEND|os.O_WRONLY, 0)
+	fh, err := os.OpenFile(filepath.Join(f.r.Dir(), "events.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

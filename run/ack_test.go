@@ -84,7 +84,7 @@ func TestAcknowledgeClosedMessageOnlyByItsRecipient(t *testing.T) {
 	ack("t2", b.ID, nil) // t2's own copy is still open
 }
 
-// A reject's reason in invalid UTF-8 is refused (SPEC §2: crew never
+// A reject's reason in invalid UTF-8 is refused (docs/files.md, Body limit: crew never
 // alters text silently), and nothing is written.
 func TestRejectReasonMustBeUTF8(t *testing.T) {
 	ctx := context.Background()

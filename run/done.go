@@ -17,7 +17,7 @@ import (
 	"github.com/crew-dev/crew/task"
 )
 
-// DefaultDoneTimeout bounds a done-when check (SPEC §3).
+// DefaultDoneTimeout bounds a done-when check (docs/state-machine.md, Operations and their events).
 const DefaultDoneTimeout = 10 * time.Minute
 
 // CheckTail is how much of a check's output is kept, in bytes. Only that
@@ -25,7 +25,7 @@ const DefaultDoneTimeout = 10 * time.Minute
 const CheckTail = 4096
 
 // Verify runs the task's done-when command with sh -c in the directory the
-// run was created from (Manifest.Dir; for a run in a RemoteStore, the
+// run was created from (Manifest.Dir; for a run on a server (store/nats), the
 // working directory of this process, since the run's creator may be on
 // another machine), with CREW_RUN and CREW_TASK set,
 // standard input empty, bounded by timeout (DefaultDoneTimeout when 0). On
@@ -53,9 +53,9 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*st
 		timeout = DefaultDoneTimeout
 	}
 	dir := r.Manifest.Dir
-	if r.remote != nil {
-		// The run lives on a server, and its creator's directory is on
-		// another machine: the check runs where the process completing
+	if r.Dir() == "" {
+		// The run lives on a server (no run directory), and its
+		// creator's directory may be on another machine: the check runs where the process completing
 		// the task runs (the worker's checkout).
 		if dir, err = os.Getwd(); err != nil {
 			return nil, err

@@ -62,7 +62,12 @@ func TestCompleteRecordsTheCheck(t *testing.T) {
 	if c.Output != want || c.ExitCode != 0 || c.Command == "" {
 		t.Fatalf("check %+v, want output %q", c, want)
 	}
-	e, err := r.eventAt(tk.CreatedSeq + 2) // created, started, completed
+	cur, err := r.Events(tk.CreatedSeq + 1) // created, started, completed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	e, err := cur.Next()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,9 @@ type MailOptions struct {
 	CreateRecipient bool
 }
 
-// SendMail delivers a message into an agent's mail tree (SPEC §5),
+// SendMail delivers a message into an agent's mail tree (docs/mail-tree.md),
 // durably: the file and its directory are fsynced before it returns (on
-// a RemoteStore, the server has stored it).
+// a server, the server has stored it).
 // Errors: crew.ErrInvalid for a bad agent id, type, priority or body (or
 // neither body nor subject);
 // crew.ErrNotFound for a recipient without a mailbox.

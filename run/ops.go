@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -15,10 +16,10 @@ import (
 	"github.com/crew-dev/crew/task"
 )
 
-// DefaultNudge is the body of a nudge sent without one (SPEC §3).
+// DefaultNudge is the body of a nudge sent without one (docs/concepts.md, Message kinds).
 const DefaultNudge = "Please report your status, blocker, or next step."
 
-// checkBody enforces SPEC §2: valid UTF-8, at most the body limit.
+// checkBody enforces the rule of docs/files.md, Body limit: valid UTF-8, at most the body limit.
 func (r *Run) checkBody(body string) error {
 	if !utf8.ValidString(body) {
 		return fmt.Errorf("message body is not valid UTF-8; crew stores bodies byte for byte and refuses to alter them: %w", crew.ErrInvalid)
@@ -60,7 +61,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}
-	undo, err := r.root.createMailbox(spec.Agent)
+	undo, err := r.root.Store.CreateMailbox(spec.Agent)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ var opEvents = map[task.Op]string{
 }
 
 // Transition moves a task with one of start, complete, fail, cancel or
-// retry (SPEC §3). reason is recorded for fail and cancel; data, when not
+// retry (docs/state-machine.md). reason is recorded for fail and cancel; data, when not
 // nil, is stored in the event (the done-when result of complete). A refused
 // transition is a *task.TransitionError (crew.ErrConflict); an unknown task
 // is crew.ErrNotFound.
@@ -144,7 +145,7 @@ type SendOptions struct {
 }
 
 // Send sends a message and returns it as stored (with its seq and id).
-// Kinds and their rules (SPEC §3):
+// Kinds and their rules (docs/state-machine.md):
 //
 //	question   worker -> leader; task running -> waiting (task.waiting)
 //	response   leader -> worker; task waiting -> running (task.responded), answers the open question
@@ -156,7 +157,7 @@ type SendOptions struct {
 // an unknown task, crew.ErrConflict (a *task.TransitionError for question
 // and response) when the task's state does not allow it.
 func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) {
-	if _, ok := mailTypes[o.Kind]; !ok {
+	if !slices.Contains(events.Kinds, o.Kind) {
 		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
 	}
 	if o.Priority == "" {

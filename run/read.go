@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -12,180 +11,14 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
 	"github.com/crew-dev/crew/task"
 )
 
 // Leader is the participant name readers use for the leader's view
 // (state.Leader).
 const Leader = state.Leader
-
-// bodies reads the stored messages of the given open entries (see
-// eachBody), in the order given.
-func (r *Run) bodies(list []*state.Open) ([]events.Message, error) {
-	if len(list) == 0 {
-		return nil, nil
-	}
-	order := make([]int, len(list))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool { return list[order[i]].Seq < list[order[j]].Seq })
-	bySeq := make([]*state.Open, len(list))
-	for i, k := range order {
-		bySeq[i] = list[k]
-	}
-	out := make([]events.Message, len(list))
-	i := 0
-	err := r.eachBody(bySeq, func(m *events.Message) error {
-		out[order[i]] = *m
-		i++
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// eachBody calls fn with the stored message of each open entry of list,
-// which is in seq order, carrying the entry's current status. It reads the
-// mailbox files from a cursor, side by side with the list (both are in seq
-// order), so it holds one message at a time; a message the projection does
-// not hold (yet) is read from the log. A mailbox file in which it met
-// damage is rebuilt from the log afterwards. A run in a RemoteStore has no
-// mailbox files: its log is read from the first entry on.
-func (r *Run) eachBody(list []*state.Open, fn func(*events.Message) error) error {
-	if r.remote != nil {
-		return r.remote.bodies(context.Background(), list, fn)
-	}
-	type cursor struct {
-		c   *mailbox.Cursor
-		cur *events.Message
-		eof bool
-	}
-	cursors := map[string]*cursor{}
-	damaged := map[string]bool{}
-	defer func() {
-		for _, c := range cursors {
-			c.c.Close()
-		}
-		for file := range damaged {
-			r.healMailbox(file + ".jsonl")
-		}
-	}()
-	for _, o := range list {
-		c := cursors[o.File]
-		if c == nil {
-			mc, err := mailbox.Read(r.MailboxPath(o.File+".jsonl"), o.Seq-1)
-			if err != nil {
-				return err
-			}
-			c = &cursor{c: mc}
-			cursors[o.File] = c
-		}
-		for !c.eof && (c.cur == nil || c.cur.Seq < o.Seq) {
-			m, err := c.c.Next()
-			if err == io.EOF {
-				c.eof = true
-				break
-			}
-			if err != nil && !errors.Is(err, crew.ErrDamaged) {
-				c.eof = true // an I/O error would repeat: the log covers the rest
-				break
-			}
-			if err != nil {
-				damaged[o.File] = true // the log fallback below covers it
-				continue
-			}
-			c.cur = &m
-		}
-		var m events.Message
-		if c.cur != nil && c.cur.Seq == o.Seq && c.cur.ID == o.ID {
-			m = *c.cur
-		} else {
-			e, err := r.eventAt(o.Seq)
-			if err != nil {
-				return err
-			}
-			if e.Message == nil || e.Message.ID != o.ID {
-				return fmt.Errorf("seq %d does not hold message %s: %w", o.Seq, o.ID, crew.ErrDamaged)
-			}
-			m = *e.Message
-		}
-		if err := fn(withStatus(&m, o)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// withStatus gives the stored message m its current status, from its
-// open entry o, and a broadcast the recipient of o, as readers show it.
-func withStatus(m *events.Message, o *state.Open) *events.Message {
-	m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
-	if m.To == events.Broadcast {
-		m.To = o.Task
-	}
-	return m
-}
-
-// healMailbox rebuilds from the log a mailbox file in which a reader met
-// damage, under the run lock. It is best effort: the reader has already
-// fallen back to the log, and a read-only state root is left as it is.
-func (r *Run) healMailbox(file string) {
-	r.exclusive(func() error { return r.rebuildMailbox(file) })
-}
-
-// EventCursor reads a run's events from a seq on, in order: Next returns
-// the next event, io.EOF at the end of the log (and, called again later,
-// what was appended meanwhile), a *events.DamageError for a damaged line
-// of a file log (then goes on); Scan is events.Scan over Next.
-type EventCursor interface {
-	Next() (events.Event, error)
-	Scan(damage func(*events.DamageError), fn func(*events.Event) error) error
-	Close() error
-}
-
-// Events returns a cursor on the run's log after seq since (0: the whole
-// log): a binary search into events.jsonl, or reads from the RemoteStore
-// from since+1 on. Every reader of the log (events, watch, await, run
-// report) reads through it, whichever store the run is in. Close it.
-func (r *Run) Events(since int64) (EventCursor, error) {
-	if r.remote != nil {
-		return &remoteCursor{l: r.remote, seq: since}, nil
-	}
-	return events.Read(r.EventsPath(), since)
-}
-
-// scan calls fn with the run's events after since (events.Scan: damage
-// skipped, StopScan ends it).
-func (r *Run) scan(since int64, fn func(*events.Event) error) error {
-	c, err := r.Events(since)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Scan(nil, fn)
-}
-
-// eventAt reads the event with the given seq from the log.
-func (r *Run) eventAt(seq int64) (events.Event, error) {
-	c, err := events.Read(r.EventsPath(), seq-1)
-	if err != nil {
-		return events.Event{}, err
-	}
-	defer c.Close()
-	e, err := c.Next()
-	if err != nil && e.Seq != seq {
-		if err == io.EOF {
-			err = fmt.Errorf("no event with seq %d: %w", seq, crew.ErrNotFound)
-		}
-		return events.Event{}, err
-	}
-	return e, nil
-}
 
 // InboxOptions select what a reader sees.
 type InboxOptions struct {
@@ -254,7 +87,7 @@ func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions,
 		}
 	}
 	st = nil // let the open messages of others go
-	if err := r.eachBody(list, fn); err != nil {
+	if err := r.log.Bodies(ctx, list, fn); err != nil {
 		return err
 	}
 	return damage
@@ -272,13 +105,10 @@ func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []strin
 // state brought up to date under the run lock, instead of loading every
 // open message of the run.
 func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *state.State) (*events.Event, error) {
-	return r.commitOp(&op{ctx: ctx, needOpen: seen == nil, side: seen, done: make(chan struct{}), fn: func(st *state.State) (*events.Event, error) {
+	return r.log.Commit(ctx, store.Change{Open: seen == nil, View: seen, Validate: func(st *state.State) (*events.Event, error) {
 		var still []string
 		for _, id := range ids {
-			op := st.Open[id+"@"+participant]
-			if op == nil {
-				op = st.Open[id]
-			}
+			op, _ := st.Lookup(id, participant)
 			if op != nil && op.Status == events.StatusPending && op.Task == state.RecipientKey(participant) {
 				still = append(still, id)
 			}
@@ -324,10 +154,7 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 		missing = nil
 		var mine []string
 		for _, id := range ids {
-			op := st.Open[id]
-			if op == nil {
-				op = st.Open[id+"@"+participant]
-			}
+			op, _ := st.Lookup(id, participant)
 			switch {
 			case op == nil:
 				missing = append(missing, id)
@@ -359,24 +186,9 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 	if len(missing) == 0 {
 		return nil
 	}
-	// Not open: either closed already or unknown. Tell which.
 	for _, id := range missing {
-		status, to, err := r.closedStatus(id, participant)
-		if err != nil {
+		if err := r.notOpen(id, participant, reject); err != nil {
 			return err
-		}
-		if status == "" {
-			return fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
-		}
-		if to != participant {
-			// Closed or not, only its recipient may acknowledge a message.
-			if to == "" {
-				return fmt.Errorf("message %s is a broadcast that did not go to %s: %w", id, participant, crew.ErrConflict)
-			}
-			return fmt.Errorf("message %s is addressed to %s, not %s: %w", id, to, participant, crew.ErrConflict)
-		}
-		if reject || status != events.StatusAcknowledged {
-			return fmt.Errorf("message %s is already %s: %w", id, status, crew.ErrConflict)
 		}
 	}
 	if len(missing) < len(ids) {
@@ -392,6 +204,31 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 			}
 		}
 		return r.Acknowledge(ctx, participant, rest, reject, reason)
+	}
+	return nil
+}
+
+// notOpen tells why message id, which is not open for participant, cannot
+// be acknowledged (or, with reject, rejected): unknown (crew.ErrNotFound),
+// another participant's, or already closed (crew.ErrConflict). It
+// returns nil for acknowledging a message already acknowledged.
+func (r *Run) notOpen(id, participant string, reject bool) error {
+	status, to, err := r.closedStatus(id, participant)
+	if err != nil {
+		return err
+	}
+	if status == "" {
+		return fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+	}
+	if to != participant {
+		// Closed or not, only its recipient may acknowledge a message.
+		if to == "" {
+			return fmt.Errorf("message %s is a broadcast that did not go to %s: %w", id, participant, crew.ErrConflict)
+		}
+		return fmt.Errorf("message %s is addressed to %s, not %s: %w", id, to, participant, crew.ErrConflict)
+	}
+	if reject || status != events.StatusAcknowledged {
+		return fmt.Errorf("message %s is already %s: %w", id, status, crew.ErrConflict)
 	}
 	return nil
 }
@@ -444,7 +281,7 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 	return status, to, err
 }
 
-// Pending is what is open for a participant (SPEC §4).
+// Pending is what is open for a participant (docs/reading.md, Pending).
 type Pending struct {
 	// Waiting: for the leader, the waiting tasks with their open
 	// questions, oldest question first.
@@ -523,7 +360,7 @@ func (r *Run) answer(questionID, taskID string, since int64) (*events.Message, e
 		if e.Type == events.TaskResponded && e.Message != nil && e.Message.ReplyTo == questionID {
 			m := *e.Message
 			answer = &m
-			return events.StopScan
+			return events.ErrStopScan
 		}
 		if e.Task == taskID && e.From == string(task.Waiting) && task.State(e.To).Terminal() {
 			return fmt.Errorf("question %s will not be answered: task %s is %s: %w", questionID, taskID, e.To, crew.ErrConflict)

@@ -4,57 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
-// Watch returns a Waiter that wakes when the run's log may have grown:
-// on the file system by fsnotify with a periodic rescan (events.Watch),
-// on a RemoteStore by a subscription to what is appended from now on
-// (Backend.Watch; a subscription that could not start makes Wait return
-// why). Create it before reading, so that nothing appended in between is
-// missed; a wake-up is a hint: read from a cursor to see what is new.
-// Close it.
-func (r *Run) Watch() Waiter {
-	if r.remote != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), remoteWatchTimeout)
-		defer cancel()
-		w, err := r.remote.watch(ctx)
-		if err != nil {
-			return errWaiter{fmt.Errorf("watch run %s: %w", r.ID(), err)}
-		}
-		return w
-	}
-	return events.Watch(r.EventsPath(), r.dir)
-}
-
-// remoteWatchTimeout bounds starting a subscription on a RemoteStore.
-const remoteWatchTimeout = 30 * time.Second
-
-// FindMessage returns a message of the run by id, searching the mailbox
-// files (a run on the file system) and then the log. Unknown is
-// crew.ErrNotFound. It reads whole files: for lookups such as await, not
-// for hot paths.
+// FindMessage returns a message of the run by id, scanning the log.
+// Unknown is crew.ErrNotFound; an id that is no UUID crew.ErrInvalid. It
+// reads the whole log: for lookups such as await, not for hot paths.
 func (r *Run) FindMessage(id string) (*events.Message, error) {
 	if _, err := uuidCheck(id); err != nil {
 		return nil, err
-	}
-	if r.remote == nil { // a RemoteStore has no mailbox files: the log holds every message
-		if m, err := r.findInMailboxes(id); m != nil || err != nil {
-			return m, err
-		}
 	}
 	var found *events.Message
 	err := r.scan(0, func(e *events.Event) error {
 		if e.Message != nil && e.Message.ID == id {
 			found = e.Message
-			return events.StopScan
+			return events.ErrStopScan
 		}
 		return nil
 	})
@@ -62,33 +30,6 @@ func (r *Run) FindMessage(id string) (*events.Message, error) {
 		err = fmt.Errorf("no message %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
 	}
 	return found, err
-}
-
-// findInMailboxes looks for message id in the run's mailbox files; nil,
-// nil when they do not hold it.
-func (r *Run) findInMailboxes(id string) (*events.Message, error) {
-	for _, file := range mailbox.Files {
-		c, err := mailbox.Read(r.MailboxPath(file), 0)
-		if err != nil {
-			return nil, err
-		}
-		for {
-			m, err := c.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil && !errors.Is(err, crew.ErrDamaged) {
-				c.Close()
-				return nil, err // an I/O error would repeat forever
-			}
-			if err == nil && m.ID == id {
-				c.Close()
-				return &m, nil
-			}
-		}
-		c.Close()
-	}
-	return nil, nil
 }
 
 // Await blocks until the question is answered and returns the response.

@@ -292,3 +292,14 @@ func Intern(s string) string {
 	}
 	return s
 }
+
+// Current gives the stored message m (status pending, as every stored
+// message has) the status of its open entry o, and a broadcast the
+// recipient of o, as readers show it. It returns m.
+func (o *Open) Current(m *events.Message) *events.Message {
+	m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
+	if m.To == events.Broadcast {
+		m.To = o.Task
+	}
+	return m
+}

@@ -1,4 +1,4 @@
-// Package task is the task state machine of SPEC §3: the states a task can
+// Package task is the task state machine of docs/state-machine.md: the states a task can
 // be in, the operations that move it between them, and the error that says
 // why an operation is refused. It is pure: no I/O, no clock, no locks. The
 // run package records transitions in the log; this package only decides
@@ -37,7 +37,7 @@ import (
 // --json output ("status").
 type State string
 
-// The task states of SPEC §3. Completed, Failed and Cancelled are terminal.
+// The task states of docs/state-machine.md. Completed, Failed and Cancelled are terminal.
 const (
 	Pending   State = "pending"   // added, not started
 	Running   State = "running"   // started by its worker
@@ -47,11 +47,11 @@ const (
 	Cancelled State = "cancelled" // stopped by the leader; may be retried
 )
 
-// States lists every state, in the order of SPEC §3. Do not modify it.
+// States lists every state, in the order of docs/state-machine.md. Do not modify it.
 var States = []State{Pending, Running, Waiting, Completed, Failed, Cancelled}
 
 // Terminal reports whether s is completed, failed or cancelled: a task in
-// such a state takes no steer, follow-up, nudge or report (SPEC §3) and
+// such a state takes no steer, follow-up, nudge or report (docs/state-machine.md) and
 // counts as ended for run wait.
 func (s State) Terminal() bool {
 	switch s {
@@ -85,7 +85,7 @@ func ParseState(s string) (State, error) {
 // event name and the word the log and messages use.
 type Op string
 
-// The operations of SPEC §3, each with the states it leads from and to.
+// The operations of docs/state-machine.md, each with the states it leads from and to.
 const (
 	Start      Op = "start"       // pending -> running
 	Ask        Op = "ask"         // running -> waiting
@@ -97,7 +97,7 @@ const (
 	Retry      Op = "retry"       // failed|cancelled -> pending
 )
 
-// Ops lists every operation, in the order of SPEC §3; Allowed returns ops
+// Ops lists every operation, in the order of docs/state-machine.md; Allowed returns ops
 // in this order. Do not modify it.
 var Ops = []Op{Start, Ask, Respond, AskTimeout, Complete, Fail, Cancel, Retry}
 
@@ -111,7 +111,7 @@ func (op Op) valid() bool {
 	return false
 }
 
-// events is the transition table of SPEC §3 in looplab/fsm's form, built
+// events is the transition table of docs/state-machine.md in looplab/fsm's form, built
 // once. It carries no callbacks: a machine built from it only answers
 // "where does this event lead".
 var events = fsm.Events{
@@ -134,7 +134,7 @@ func machine(from State) *fsm.FSM {
 // Next returns the state that op leads to from state from, for the task
 // named id (id is used only in error messages).
 //
-// A transition SPEC §3 does not allow returns a *TransitionError, which
+// A transition docs/state-machine.md does not allow returns a *TransitionError, which
 // wraps crew.ErrConflict. An unknown from or op returns an error wrapping
 // crew.ErrInvalid.
 func Next(id string, from State, op Op) (State, error) {
@@ -184,7 +184,7 @@ type TransitionError struct {
 	Op    Op     // the refused operation
 }
 
-// Error returns the message of SPEC §3: lower case, no final period, ready
+// Error returns the message of docs/state-machine.md: lower case, no final period, ready
 // to be prefixed with "crew: ".
 func (e *TransitionError) Error() string {
 	id, s := e.Task, e.State

@@ -11,7 +11,7 @@ import (
 	"github.com/crew-dev/crew/task"
 )
 
-// allowed is SPEC §3's table written out independently of the package:
+// allowed is the transition table of docs/state-machine.md written out independently of the package:
 // from -> op -> to. Every pair missing here must be refused.
 var allowed = map[task.State]map[task.Op]task.State{
 	task.Pending: {
@@ -85,7 +85,7 @@ func TestNextEveryPair(t *testing.T) {
 	}
 }
 
-// checkMessage asserts the SPEC style of a refusal: it names the task and
+// checkMessage asserts the style of a refusal in docs/state-machine.md: it names the task and
 // its state, gives a hint after ";", starts lower case and ends without
 // punctuation (cmd/crew prefixes it with "crew: ").
 func checkMessage(t *testing.T, msg, id string, from task.State) {
@@ -240,7 +240,7 @@ func TestTerminal(t *testing.T) {
 	if task.State("nonsense").Terminal() {
 		t.Error(`State("nonsense").Terminal() = true`)
 	}
-	// A terminal task allows nothing but retry (SPEC §3).
+	// A terminal task allows nothing but retry (docs/state-machine.md).
 	for _, s := range task.States {
 		if !s.Terminal() {
 			continue

@@ -1,5 +1,5 @@
 // Command crew coordinates a leader agent and its worker agents through
-// durable JSONL mailboxes. See README.md and SPEC.md; `crew --help` lists
+// durable JSONL mailboxes. See README.md and docs/; `crew --help` lists
 // the commands.
 //
 // This package is thin: it parses flags (github.com/urfave/cli/v2), calls
@@ -61,7 +61,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return report(stderr, err, jsonRequested(args[1:]))
 }
 
-// Exit codes (SPEC §6).
+// Exit codes (docs/cli.md, Exit codes).
 const (
 	exitOK         = 0
 	exitIO         = 1

@@ -13,6 +13,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/store"
 )
 
 var (
@@ -159,7 +160,7 @@ func (e *env) readMailbox(who string) error {
 	if since < 0 {
 		return fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
 	}
-	var w run.Waiter
+	var w store.Waiter
 	if e.c.Bool("follow") {
 		w = r.Watch()
 		defer w.Close()
@@ -214,7 +215,7 @@ func eventsAction(c *cli.Context) error {
 		return err
 	}
 	defer cur.Close()
-	var w run.Waiter
+	var w store.Waiter
 	if c.Bool("follow") {
 		w = r.Watch()
 		defer w.Close()
@@ -249,7 +250,7 @@ func eventsAction(c *cli.Context) error {
 		}
 	}
 	if len(damage) > 0 {
-		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", len(damage), r.EventsPath(), crew.ErrDamaged)
+		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", len(damage), r.Log(), crew.ErrDamaged)
 	}
 	return nil
 }

@@ -46,11 +46,11 @@ func initCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			msg := "initialised crew state root in " + root.Dir
+			msg := "initialised crew state root in " + root.Dir()
 			if statErr == nil {
-				msg = "crew state root already exists in " + root.Dir + "; nothing changed"
+				msg = "crew state root already exists in " + root.Dir() + "; nothing changed"
 			}
-			return e.emit(map[string]string{"dir": root.Dir}, msg)
+			return e.emit(map[string]string{"dir": root.Dir()}, msg)
 		},
 	}
 }

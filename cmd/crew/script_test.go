@@ -45,7 +45,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/store/natsstore"
+	natsstore "github.com/crew-dev/crew/store/nats"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -233,7 +233,7 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 		s, err := natsstore.Dial(context.Background(), addr, natsstore.Options{})
 		ts.Check(err)
 		defer s.Close()
-		root = run.RemoteRoot(s)
+		root = run.NewRoot(s)
 	} else {
 		var err error
 		root, err = run.Find(ts.MkAbs("."), crew.PrivatePerm)

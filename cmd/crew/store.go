@@ -9,10 +9,10 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/store/natsstore"
+	natsstore "github.com/crew-dev/crew/store/nats"
 )
 
-// Store flags: where runs live when not under a .crew directory (SPEC §9).
+// Store flags: where runs live when not under a .crew directory (docs/nats.md).
 // Global, like --dir: accepted before or after the command name.
 var storeFlags = []cli.Flag{
 	&cli.StringFlag{Name: "store", Usage: "keep runs and mail on NATS JetStream at `URL` (nats://HOST:PORT[,HOST:PORT...]) instead of under a .crew directory", EnvVars: []string{"CREW_STORE"}},
@@ -34,7 +34,7 @@ var storeSchemes = []string{"nats://", "tls://", "ws://", "wss://"}
 // naming it and the reason (exit 1).
 func (e *env) remoteRoot(addr string) (*run.Root, error) {
 	if s, ok := e.c.App.Metadata[storeKey].(*natsstore.Store); ok {
-		return run.RemoteRoot(s), nil
+		return run.NewRoot(s), nil
 	}
 	if e.c.String("dir") != "" {
 		return nil, fmt.Errorf("--dir (CREW_DIR) and --store (CREW_STORE) are both set: runs live either under a .crew directory or on a server; unset one: %w", crew.ErrInvalid)
@@ -53,7 +53,7 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 		return nil, err
 	}
 	e.c.App.Metadata[storeKey] = s
-	return run.RemoteRoot(s), nil
+	return run.NewRoot(s), nil
 }
 
 // closeStore closes the store the command dialled, if any.
@@ -67,8 +67,8 @@ func closeStore(app *cli.App) {
 // watch --exec CMD) find the same root: CREW_DIR, or CREW_STORE and the
 // NATS settings given as flags.
 func (e *env) storeEnv(root *run.Root) []string {
-	if root.Remote() == nil {
-		return []string{"CREW_DIR=" + root.Dir}
+	if root.Dir() != "" {
+		return []string{"CREW_DIR=" + root.Dir()}
 	}
 	out := []string{"CREW_STORE=" + e.c.String("store")}
 	for _, f := range []struct{ flag, env string }{{"nats-creds", "CREW_NATS_CREDS"}, {"nats-tls-ca", "CREW_NATS_TLS_CA"}, {"nats-replicas", "CREW_NATS_REPLICAS"}} {

@@ -1,12 +1,12 @@
 // Command crewbench measures crew's performance against the raw limit of
-// the disk it runs on (SPEC §8). `make bench` runs it.
+// the disk it runs on (README.md, Performance). `make bench` runs it.
 //
 // Everything is measured in one run, so the figures hold on a noisy
 // machine: the raw limit (a 300-byte line appended and fsync(2)ed under a
 // file lock, repeated) is measured in rounds that alternate with the
 // product's rounds, and each product figure that is a ratio is the median
 // of the ratios of neighbouring rounds. It prints a readable table and, as
-// its last line, one JSON object with the keys of SPEC §8.
+// its last line, one JSON object with the keys of the Performance table in README.md.
 //
 // It writes only under a temporary directory (removed at the end unless
 // -keep), and builds the crew binary there unless -crew names one.
@@ -105,7 +105,7 @@ func main() {
 	}
 }
 
-// result is the last line: SPEC §8's keys, then context.
+// result is the last line: the keys of the Performance table in README.md, then context.
 type result struct {
 	RawFsyncPerS float64 `json:"raw_fsync_per_s"`
 	SendRatio    float64 `json:"send_ratio"`

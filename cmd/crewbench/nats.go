@@ -14,7 +14,7 @@ import (
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store/natsstore"
+	natsstore "github.com/crew-dev/crew/store/nats"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -70,7 +70,7 @@ func measureNATS(tmp string, c config) (natsResult, error) {
 		return res, err
 	}
 	defer s.Close()
-	root := run.RemoteRoot(s)
+	root := run.NewRoot(s)
 	send, err := natsSend(root)
 	if err != nil {
 		return res, err

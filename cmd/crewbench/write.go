@@ -70,7 +70,7 @@ func rate(op func(i int) error) func(time.Duration) (float64, error) {
 // rawCreate measures, for d, how many new 600-byte files (about a
 // mail-tree copy of a message) the file system of dir creates and writes
 // per second, without fsync: the ceiling of any sustained message rate,
-// since SPEC §5 gives every message a file of its own. The files are
+// since docs/mail-tree.md gives every message a file of its own. The files are
 // kept (deleting them would slow later file creation on ext4 without a
 // journal, which does not reuse freed inodes at once).
 func rawCreate(dir string, d time.Duration) (float64, error) {
@@ -86,7 +86,7 @@ func rawCreate(dir string, d time.Duration) (float64, error) {
 
 // rawGroup measures, for d, the least any program does for group_ratio's
 // workload on this disk and these processors: 16 goroutines, each
-// appending rawLine and creating a 600-byte file per message (SPEC §5's
+// appending rawLine and creating a 600-byte file per message (docs/mail-tree.md: the
 // mail-tree copy), the lines group-committed (whoever finds no commit
 // running writes every queued line in one write(2) and one fsync(2);
 // the others wait for it), nothing else: no encoding, no validation, no

@@ -151,7 +151,7 @@ var ErrLink = fmt.Errorf("not a regular file; crew does not write through symbol
 // ErrLink, and so is a file swapped for another between the check and the
 // open. With os.O_CREATE a missing file is created
 // exclusively (O_EXCL), so a link planted meanwhile is not followed either
-// (SPEC §7.6).
+// (docs/files.md, Permissions).
 func OpenNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 	fi, err := os.Lstat(path)
 	switch {

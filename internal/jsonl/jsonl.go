@@ -40,7 +40,6 @@ type Reader struct {
 	r      *bufio.Reader
 	off    int64
 	num    int64
-	pend   []byte
 	err    error
 	buffer []byte
 }

@@ -52,7 +52,7 @@ func seqLine(seq int64, n int) string {
 }
 
 func TestReaderLongLines(t *testing.T) {
-	// Lengths around bufio's 64 KiB buffer and far beyond it (SPEC §7.7:
+	// Lengths around bufio's 64 KiB buffer and far beyond it (docs/guarantees.md, guarantee 7:
 	// a 900 KiB line reads back whole).
 	lens := []int{0, 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, 128<<10 + 7, 900 << 10, 3}
 	rng := rand.New(rand.NewPCG(1, 2))

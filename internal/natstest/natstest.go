@@ -10,7 +10,6 @@
 package natstest
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -20,8 +19,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/crew-dev/crew/store/natsstore"
 )
 
 // Server starts one JetStream server on a random loopback port and
@@ -155,14 +152,6 @@ func (c *Cluster) ready(want int) bool {
 	return peers >= want
 }
 
-func (c *Cluster) hasLeader() bool {
-	for _, s := range c.Nodes {
-		if s != nil && s.JetStreamIsLeader() {
-			return true
-		}
-	}
-	return false
-}
 
 // URL is the client URL list of the live nodes, comma-separated, as crew's
 // --store takes it.
@@ -231,15 +220,4 @@ func freePorts(t testing.TB, n int) []int {
 		l.Close()
 	}
 	return ports
-}
-
-// Dial connects a natsstore.Store to url with o, closed by t.Cleanup.
-func Dial(t testing.TB, url string, o natsstore.Options) *natsstore.Store {
-	t.Helper()
-	s, err := natsstore.Dial(context.Background(), url, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }

@@ -1,4 +1,4 @@
-package run
+package file_test
 
 import (
 	"context"
@@ -16,14 +16,15 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
 // logEvents reads the whole log, failing on any damage.
-func logEvents(t *testing.T, r *Run) []events.Event {
+func logEvents(t *testing.T, r *run.Run) []events.Event {
 	t.Helper()
-	c, err := events.Read(r.EventsPath(), 0)
+	c, err := events.Read(fl(r).EventsPath(), 0)
 	must(t, err)
 	defer c.Close()
 	var evs []events.Event
@@ -39,7 +40,7 @@ func logEvents(t *testing.T, r *Run) []events.Event {
 
 // wantMailboxes is what each mailbox file must hold: the messages of the
 // log, by file, in seq order, each line as the log's event embeds it.
-func wantMailboxes(t *testing.T, r *Run) map[string]string {
+func wantMailboxes(t *testing.T, r *run.Run) map[string]string {
 	t.Helper()
 	want := map[string]string{}
 	for _, e := range logEvents(t, r) {
@@ -54,11 +55,11 @@ func wantMailboxes(t *testing.T, r *Run) map[string]string {
 
 // checkMailboxes asserts that every mailbox file equals its rebuild from
 // the log, byte for byte.
-func checkMailboxes(t *testing.T, r *Run, what string) {
+func checkMailboxes(t *testing.T, r *run.Run, what string) {
 	t.Helper()
 	want := wantMailboxes(t, r)
 	for _, file := range mailbox.Files {
-		data, err := os.ReadFile(r.MailboxPath(file))
+		data, err := os.ReadFile(fl(r).MailboxPath(file))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatal(err)
 		}
@@ -69,9 +70,9 @@ func checkMailboxes(t *testing.T, r *Run, what string) {
 }
 
 // treeFlags lists every mail-tree file of every agent with its read flag.
-func treeFlags(t *testing.T, r *Run) map[string]bool {
+func treeFlags(t *testing.T, r *run.Run) map[string]bool {
 	t.Helper()
-	tree := r.Root().MailTree()
+	tree := tree(r)
 	agents, err := tree.Agents()
 	must(t, err)
 	flags := map[string]bool{}
@@ -89,9 +90,9 @@ func treeFlags(t *testing.T, r *Run) map[string]bool {
 }
 
 // readFlag returns the read flag of message id in agent's tree.
-func readFlag(t *testing.T, r *Run, agent, id string) bool {
+func readFlag(t *testing.T, r *run.Run, agent, id string) bool {
 	t.Helper()
-	e, err := r.Root().MailTree().Find(agent, id)
+	e, err := tree(r).Find(agent, id)
 	if err != nil {
 		t.Fatalf("no copy of %s for %s: %v", id, agent, err)
 	}
@@ -106,7 +107,7 @@ func TestMailboxesMatchLog(t *testing.T) {
 // TestLostMailboxRebuilt: a mailbox file deleted (or lost in a crash) is
 // rebuilt, identical to a fresh rebuild from the log, by the next write.
 func TestLostMailboxRebuilt(t *testing.T) {
-	ops := map[string]SendOptions{
+	ops := map[string]run.SendOptions{
 		mailbox.InboxFile:    {Kind: events.KindFollowUp, Task: "t1", From: "leader", Body: "more"},
 		mailbox.OutboxFile:   {Kind: events.KindReport, Task: "t1", From: "t1", Body: "status"},
 		mailbox.SteeringFile: {Kind: events.KindSteer, Task: "t3", From: "leader", Body: "turn"},
@@ -116,7 +117,7 @@ func TestLostMailboxRebuilt(t *testing.T) {
 			t.Run(fmt.Sprintf("lose %s, write %s", lost, via), func(t *testing.T) {
 				r := newTestRun(t)
 				scenario(t, r, nil)
-				must(t, os.Remove(r.MailboxPath(lost)))
+				must(t, os.Remove(fl(r).MailboxPath(lost)))
 				_, err := reopen(t, r).Send(context.Background(), ops[via])
 				must(t, err)
 				checkMailboxes(t, r, "after the next write")
@@ -131,14 +132,14 @@ func TestLostMailboxRebuilt(t *testing.T) {
 func TestDamagedMailboxRebuilt(t *testing.T) {
 	r := newTestRun(t)
 	s := scenario(t, r, nil)
-	path := r.MailboxPath(mailbox.InboxFile)
+	path := fl(r).MailboxPath(mailbox.InboxFile)
 	data, err := os.ReadFile(path)
 	must(t, err)
 	lines := strings.SplitAfter(string(data), "\n")
 	lines = lines[:len(lines)-1] // the empty string after the last '\n'
 	lines[len(lines)-1] = `{"id":"` + strings.Repeat("#", 40) + "\n"
 	must(t, os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600))
-	_, err = r.Send(context.Background(), SendOptions{Kind: events.KindFollowUp, Task: "t1", From: "leader", Body: "more"})
+	_, err = r.Send(context.Background(), run.SendOptions{Kind: events.KindFollowUp, Task: "t1", From: "leader", Body: "more"})
 	must(t, err)
 	checkMailboxes(t, r, "after a write to a mailbox ending in damage")
 
@@ -147,7 +148,7 @@ func TestDamagedMailboxRebuilt(t *testing.T) {
 	must(t, err)
 	i := strings.Index(string(data), s["followup"].ID)
 	must(t, os.WriteFile(path, append(append(data[:i:i], "XXXX"...), data[i+4:]...), 0o600))
-	msgs, err := r.Inbox(context.Background(), "t1", InboxOptions{Peek: true})
+	msgs, err := r.Inbox(context.Background(), "t1", run.InboxOptions{Peek: true})
 	must(t, err)
 	found := false
 	for _, m := range msgs {
@@ -171,12 +172,12 @@ func TestMailboxBehindLogCaughtUp(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			r := newTestRun(t)
 			scenario(t, r, nil)
-			path := r.MailboxPath(file)
+			path := fl(r).MailboxPath(file)
 			data, err := os.ReadFile(path)
 			must(t, err)
 			cut := strings.LastIndexByte(string(data[:len(data)-1]), '\n') + 1
 			must(t, os.WriteFile(path, data[:cut], 0o600))
-			_, err = reopen(t, r).Send(context.Background(), SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "x"})
+			_, err = reopen(t, r).Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "x"})
 			must(t, err)
 			checkMailboxes(t, r, "after the next write")
 		})
@@ -202,14 +203,14 @@ func TestCrashBetweenCommitAndProjection(t *testing.T) {
 					From: "leader", To: "t3", Body: "committed, never projected", Priority: "normal", Status: events.StatusPending, SentAt: at}}
 			line, err := events.Marshal(&e)
 			must(t, err)
-			f, err := os.OpenFile(r.EventsPath(), os.O_WRONLY|os.O_APPEND, 0)
+			f, err := os.OpenFile(fl(r).EventsPath(), os.O_WRONLY|os.O_APPEND, 0)
 			must(t, err)
 			_, err = f.Write(line)
 			must(t, err)
 			must(t, f.Close())
 
 			// Readers see it at once, from the log.
-			msgs, err := reopen(t, r).Inbox(context.Background(), "t3", InboxOptions{Peek: true})
+			msgs, err := reopen(t, r).Inbox(context.Background(), "t3", run.InboxOptions{Peek: true})
 			must(t, err)
 			if len(msgs) == 0 || msgs[len(msgs)-1].ID != id || msgs[len(msgs)-1].Body != e.Message.Body {
 				t.Fatalf("t3's inbox does not show the committed steer: %+v", msgs)
@@ -225,7 +226,7 @@ func TestCrashBetweenCommitAndProjection(t *testing.T) {
 			if readFlag(t, r, "w3", id) {
 				t.Error("the caught-up copy is marked read")
 			}
-			snap := r.readSnapshot() // tasks.json holds the tasks; the open messages are in the state read
+			snap := fl(r).ReadSnapshot() // tasks.json holds the tasks; the open messages are in the state read
 			st, err = reopen(t, r).State()
 			must(t, err)
 			if snap.Seq != seq+1 || st.Open[id] == nil {
@@ -272,7 +273,7 @@ func TestRepairRedeliversMailTree(t *testing.T) {
 		t.Errorf("%d copies in the mail tree, want 10 (leader 3, t1 3, t2 2, w3 2): %v", n, before)
 	}
 
-	tree := r.Root().MailTree()
+	tree := tree(r)
 	agents, err := tree.Agents()
 	must(t, err)
 	for _, a := range agents {
@@ -303,7 +304,7 @@ func TestRepairRedeliversMailTree(t *testing.T) {
 	}
 }
 
-// TestGroupCommit: goroutines sending at once through one *Run share
+// TestGroupCommit: goroutines sending at once through one *run.Run share
 // commits; seq stays dense, each call returns its own message (at its own
 // seq), nothing is lost or written twice, and a refused operation in a
 // batch takes no seq.
@@ -330,10 +331,10 @@ func TestGroupCommit(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				body := fmt.Sprintf("worker %d message %d", w, i)
-				m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: body})
+				m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: body})
 				results <- result{body, m, err}
 				// Refused in the same batches: t2 is not waiting.
-				_, err = r.Send(ctx, SendOptions{Kind: events.KindResponse, Task: "t2", From: "leader", Body: "no"})
+				_, err = r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "t2", From: "leader", Body: "no"})
 				if !errors.Is(err, crew.ErrConflict) {
 					results <- result{"refused", nil, fmt.Errorf("a response to a pending task: %v, want a conflict", err)}
 				}
@@ -390,7 +391,7 @@ func TestGroupCommit(t *testing.T) {
 		last[w] = i
 	}
 	checkMailboxes(t, r, "after concurrent sends")
-	entries, _, err := r.Root().MailTree().List("t1", false)
+	entries, _, err := tree(r).List("t1", false)
 	must(t, err)
 	if len(entries) != workers*each {
 		t.Errorf("t1's mail tree holds %d copies, want %d", len(entries), workers*each)

@@ -1,8 +1,7 @@
-package natsstore_test
+package nats_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,14 +13,9 @@ import (
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store/natsstore"
+	natsstore "github.com/crew-dev/crew/store/nats"
 	"github.com/crew-dev/crew/task"
 )
-
-func created(id string) *events.Event {
-	data, _ := json.Marshal(map[string]string{"id": id, "leader": "leader"})
-	return &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: id, Actor: "leader", Data: data}
-}
 
 // cluster starts a three-node cluster for a test, with a context that
 // turns a hang into a failure (it asserts nothing about speed).
@@ -41,7 +35,7 @@ func cluster(t *testing.T) (*natstest.Cluster, context.Context) {
 // in order, with seq dense.
 func TestClusterNodeKilledLosesNoAcknowledgedAppend(t *testing.T) {
 	c, ctx := cluster(t)
-	s := natstest.Dial(t, c.URL(), natsstore.Options{Replicas: 3})
+	s := dial(t, c.URL(), natsstore.Options{Replicas: 3})
 	if err := s.CreateRun(ctx, created("r1")); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +78,7 @@ func TestClusterNodeKilledLosesNoAcknowledgedAppend(t *testing.T) {
 	c.WaitStreamLeader(natsstore.StreamName("r1"))
 	t.Logf("killed node %d (the stream leader) after %d appends; the stream now led by node %d", killed, killAt, c.StreamLeader(natsstore.StreamName("r1")))
 	// A fresh client on the surviving nodes reads everything back.
-	s2 := natstest.Dial(t, c.URL(), natsstore.Options{})
+	s2 := dial(t, c.URL(), natsstore.Options{})
 	var got []*events.Event
 	if err := s2.Read(ctx, "r1", 0, func(e *events.Event) error { got = append(got, e); return nil }); err != nil {
 		t.Fatal(err)
@@ -120,8 +114,8 @@ func TestClusterNodeKilledLosesNoAcknowledgedAppend(t *testing.T) {
 // copy in the mail tree.
 func TestClusterRunNodeKilledLosesNoAcknowledgedOperation(t *testing.T) {
 	c, ctx := cluster(t)
-	dial := func() *run.Root { return run.RemoteRoot(natstest.Dial(t, c.URL(), natsstore.Options{Replicas: 3})) }
-	root := dial()
+	open := func() *run.Root { return run.NewRoot(dial(t, c.URL(), natsstore.Options{Replicas: 3})) }
+	root := open()
 	r, err := root.Create(run.CreateOptions{ID: "r1", Leader: "leader"})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +139,7 @@ func TestClusterRunNodeKilledLosesNoAcknowledgedOperation(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wr, err := dial().Open("r1")
+			wr, err := open().Open("r1")
 			if err != nil {
 				t.Error(err)
 				return
@@ -178,7 +172,7 @@ func TestClusterRunNodeKilledLosesNoAcknowledgedOperation(t *testing.T) {
 		t.Fatalf("%d of %d operations failed: the cluster did not recover", failed, writers*per)
 	}
 
-	fresh, err := dial().Open("r1")
+	fresh, err := open().Open("r1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package run
+package nats
 
 import (
 	"context"
@@ -13,37 +13,37 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
 )
 
-// remoteLog is a run's log in a RemoteStore (NATS JetStream), with the
-// state this process has reduced from it. The state is a replay of the
-// log (no snapshot is kept on the server); each call reads only what was
+// Log is a run's log on JetStream (store.Log), with the state this
+// process has reduced from it. The state is a replay of the log (no
+// snapshot is kept on the server); each call reads only what was
 // appended since the last.
 //
-// It is the second commit path beside commitOp in store.go, and the only
-// other one: the operations (ops.go, read.go) hand both the same
-// validation closures, and both fold events with State.apply. Where the
-// file store serialises writers with the run lock, this one lets them
-// race and lets the server pick the winner (Backend.Append's condition
-// on the last seq); the loser reads what won and validates again. An
-// operation returns once its event is stored and its mail copies are
-// delivered: Run.SetAsync and Run.Sync, which are about the file store's
-// projector, change nothing here.
-type remoteLog struct {
-	s   RemoteStore
-	run string
+// Where the file store serialises writers with the run lock, this one
+// lets them race and lets the server pick the winner (Store.Append's
+// condition on the last seq); the loser reads what won and validates
+// again. An operation returns once its event is stored and its mail
+// copies are delivered: there is no projector to wait for.
+type Log struct {
+	s        *Store
+	run      string
+	manifest state.Manifest
 	// project delivers the mail-tree copies and read flags that acts ask
-	// for (Run.projectTree, as the file store does after its fsync).
-	project func([]treeAct) error
+	// for (projectTree, as the file store does after its fsync).
+	project func([]mailbox.Act) error
+	// dirs are the agents' mail directories projections have opened.
+	dirs map[string]mailbox.AgentBox
 
 	mu sync.Mutex
 	st *state.State // as of st.Seq; nil until first read
 	// acts are what the events after from ask of the mail tree, not yet
-	// known to be done: from is the projection mark (RemoteStore.
-	// Projected) when st was started, so a process that replays a long
+	// known to be done: from is the projection mark (Store.	// Projected) when st was started, so a process that replays a long
 	// log keeps only the few acts that may still be missing.
-	acts []treeAct
+	acts []mailbox.Act
 	from int64
 	// mark and markRev are the projection mark as this process last read
 	// or set it (markKnown false: not read yet); a compare-and-set on a
@@ -78,7 +78,7 @@ const maxActs = 1024
 
 // catchUp brings the cached state to the log's end and returns it. The
 // caller holds l.mu and must not keep the state past it.
-func (l *remoteLog) catchUp(ctx context.Context) (*state.State, error) {
+func (l *Log) catchUp(ctx context.Context) (*state.State, error) {
 	if l.st == nil {
 		if err := l.readMark(ctx); err != nil {
 			return nil, err
@@ -89,7 +89,7 @@ func (l *remoteLog) catchUp(ctx context.Context) (*state.State, error) {
 	err := l.s.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
 		effects, err := st.Apply(e)
 		if e.Seq > l.from {
-			l.acts = appendActs(l.acts, effects, false)
+			l.acts = mailbox.AppendActs(l.acts, effects, false)
 		}
 		if err != nil {
 			st.Damage = append(st.Damage, err.Error())
@@ -113,14 +113,24 @@ func (l *remoteLog) catchUp(ctx context.Context) (*state.State, error) {
 		return nil, fmt.Errorf("run %s on %s holds no events, not even run.created: %w", l.run, l.s, crew.ErrDamaged)
 	}
 	if len(l.acts) > maxActs && l.readMark(ctx) == nil {
-		l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.Seq <= max(l.mark, l.done) })
+		l.acts = slices.DeleteFunc(l.acts, func(a mailbox.Act) bool { return a.Seq <= max(l.mark, l.done) })
 	}
 	return st, nil
 }
 
-// snapshot returns a copy of the run's state at the log's end, open
-// messages included (what Run.read returns for every kind of reader).
-func (l *remoteLog) snapshot(ctx context.Context) (*state.State, error) {
+// Manifest implements store.Log.
+func (l *Log) Manifest() state.Manifest { return l.manifest }
+
+// Dir implements store.Log: a run on JetStream has no directory.
+func (l *Log) Dir() string { return "" }
+
+// String implements store.Log: the run and its server.
+func (l *Log) String() string { return "run " + l.run + " on " + l.s.String() }
+
+// State implements store.Log: a copy of the run's state at the log's
+// end. It always tracks every open message, whatever empty tracks: the
+// whole state is at hand.
+func (l *Log) State(ctx context.Context, empty *state.State) (*state.State, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st, err := l.catchUp(ctx)
@@ -130,22 +140,17 @@ func (l *remoteLog) snapshot(ctx context.Context) (*state.State, error) {
 	return st.Copy(), nil
 }
 
-// commit is commitOp for a remote log. It validates o.fn against the
-// state it has and appends fn's event as the next seq, on the condition
-// that the log still ends there (Backend.Append): a state that is behind
-// the log fails that condition, so it need not be read first. When
-// another writer appended first, or fn refuses (or has nothing to do) on
-// a state that may be behind, it reads what was appended and validates
-// again: fn runs once per attempt, so it must not have effects of its
-// own. One operation id (Nats-Msg-Id) serves every attempt, so an append
-// whose acknowledgement was lost is stored once. o.side, a state the
-// caller read (Run.EachInbox), is brought up to the new event too. Then
-// the event's mail-tree copies are delivered (projectUpTo).
-func (l *remoteLog) commit(o *op) (*events.Event, error) {
-	ctx := o.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// Commit implements store.Log. It validates c against the state it has
+// and appends its event as the next seq, on the condition that the log
+// still ends there (Store.Append): a state that is behind the log fails
+// that condition, so it need not be read first. When another writer
+// appended first, or Validate refuses (or has nothing to do) on a state
+// that may be behind, it reads what was appended and validates again.
+// One operation id (Nats-Msg-Id) serves every attempt, so an append
+// whose acknowledgement was lost is stored once. c.View is brought up to
+// the new event too. Then the event's mail-tree copies are delivered
+// (projectUpTo).
+func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error) {
 	opID, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
@@ -167,7 +172,7 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err // cancelled (Ctrl-C): nothing is done
 		}
-		ev, err := o.fn(st)
+		ev, err := c.Validate(st)
 		if (err != nil || ev == nil) && !current {
 			// Refused, or nothing to do, on what this process last saw:
 			// the log may have moved on since. Look.
@@ -180,14 +185,7 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 		if err != nil || ev == nil {
 			return nil, err
 		}
-		ev.Seq = st.Seq + 1
-		ev.Run = l.run
-		if ev.At.IsZero() {
-			ev.At = events.Now()
-		}
-		if m := ev.Message; m != nil {
-			m.Seq, m.Run, m.SentAt, m.Status = ev.Seq, l.run, ev.At, events.StatusPending
-		}
+		ev.Stamp(l.run, st.Seq+1)
 		err = l.s.Append(ctx, ev, opID.String())
 		if errors.Is(err, crew.ErrConflict) {
 			// Another writer took this seq: validate again against what
@@ -207,10 +205,10 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 		if err != nil {
 			l.st = nil
 		}
-		l.acts = appendActs(l.acts, effects, false)
+		l.acts = mailbox.AppendActs(l.acts, effects, false)
 		bg := context.WithoutCancel(ctx)
-		if o.side != nil {
-			l.bringUp(bg, o.side, ev)
+		if c.View != nil {
+			l.bringUp(bg, c.View, ev)
 		}
 		l.projectUpTo(bg, ev.Seq)
 		return ev, nil
@@ -219,11 +217,11 @@ func (l *remoteLog) commit(o *op) (*events.Event, error) {
 
 // bringUp folds into side, a state read before ev was committed, the
 // events between it and ev, then ev.
-func (l *remoteLog) bringUp(ctx context.Context, side *state.State, ev *events.Event) {
+func (l *Log) bringUp(ctx context.Context, side *state.State, ev *events.Event) {
 	if side.Seq < ev.Seq-1 {
 		l.s.Read(ctx, l.run, side.Seq, func(e *events.Event) error {
 			if e.Seq >= ev.Seq {
-				return events.StopScan
+				return events.ErrStopScan
 			}
 			side.Apply(e)
 			return nil
@@ -238,16 +236,16 @@ func (l *remoteLog) bringUp(ctx context.Context, side *state.State, ev *events.E
 // step is idempotent (a copy keeps its name; a read flag set twice is
 // set), so two writers projecting the same events is harmless, and the
 // copies of a writer that died after its append are delivered by the
-// next, as SPEC §5 asks of the file store. A failure leaves the mark
+// next, as docs/mail-tree.md (Copies of run messages) asks of the file store. A failure leaves the mark
 // where it was, and the next operation tries again.
-func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
+func (l *Log) projectUpTo(ctx context.Context, seq int64) {
 	// Events between this process's last operation and this one are
 	// other writers'.
 	others := seq-1 > l.done
 	if (!l.markKnown || others) && l.readMark(ctx) != nil {
 		return
 	}
-	var todo []treeAct
+	var todo []mailbox.Act
 	for _, a := range l.acts {
 		if a.Seq > max(l.mark, l.done) && a.Seq <= seq {
 			todo = append(todo, a)
@@ -257,7 +255,7 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 		return
 	}
 	l.done = seq
-	l.acts = slices.DeleteFunc(l.acts, func(a treeAct) bool { return a.Seq <= seq })
+	l.acts = slices.DeleteFunc(l.acts, func(a mailbox.Act) bool { return a.Seq <= seq })
 	if !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
 		return
 	}
@@ -277,7 +275,7 @@ func (l *remoteLog) projectUpTo(ctx context.Context, seq int64) {
 }
 
 // readMark reads the projection mark.
-func (l *remoteLog) readMark(ctx context.Context) error {
+func (l *Log) readMark(ctx context.Context) error {
 	mark, rev, err := l.s.Projected(ctx, l.run)
 	if err != nil {
 		l.markKnown = false
@@ -287,9 +285,9 @@ func (l *remoteLog) readMark(ctx context.Context) error {
 	return nil
 }
 
-// bodies is eachBody for a remote log: list is in seq order, and one read
-// of the log from its first entry's seq picks their messages.
-func (l *remoteLog) bodies(ctx context.Context, list []*state.Open, fn func(*events.Message) error) error {
+// Bodies implements store.Log: list is in seq order, and one read of
+// the log from its first entry's seq picks their messages.
+func (l *Log) Bodies(ctx context.Context, list []*state.Open, fn func(*events.Message) error) error {
 	if len(list) == 0 {
 		return nil
 	}
@@ -300,16 +298,16 @@ func (l *remoteLog) bodies(ctx context.Context, list []*state.Open, fn func(*eve
 				return fmt.Errorf("seq %d of run %s does not hold message %s: %w", e.Seq, l.run, list[i].ID, crew.ErrDamaged)
 			}
 			m := *e.Message
-			if err := fn(withStatus(&m, list[i])); err != nil {
+			if err := fn(list[i].Current(&m)); err != nil {
 				return err
 			}
 		}
 		if i == len(list) {
-			return events.StopScan
+			return events.ErrStopScan
 		}
 		return nil
 	})
-	if err == events.StopScan {
+	if err == events.ErrStopScan {
 		err = nil
 	}
 	if err == nil && i < len(list) {
@@ -318,15 +316,24 @@ func (l *remoteLog) bodies(ctx context.Context, list []*state.Open, fn func(*eve
 	return err
 }
 
-// watch returns a Waiter that wakes when an event is appended after
-// watch was called (Backend.Watch from the log's current head).
-func (l *remoteLog) watch(ctx context.Context) (Waiter, error) {
+// Watch implements store.Log: a subscription to what is appended from
+// the log's current head on. A subscription that cannot start (within
+// watchTimeout) makes Wait return why.
+func (l *Log) Watch() store.Waiter {
+	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
+	defer cancel()
 	head, err := l.s.Head(ctx, l.run)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var w store.Waiter
+		if w, err = l.s.Watch(ctx, l.run, head); err == nil {
+			return w
+		}
 	}
-	return l.s.Watch(ctx, l.run, head)
+	return errWaiter{fmt.Errorf("watch run %s: %w", l.run, err)}
 }
+
+// watchTimeout bounds starting a subscription.
+const watchTimeout = 30 * time.Second
 
 // errWaiter is a Waiter that could not be started: Wait returns why.
 type errWaiter struct{ err error }
@@ -334,22 +341,62 @@ type errWaiter struct{ err error }
 func (w errWaiter) Wait(context.Context) error { return w.err }
 func (w errWaiter) Close() error               { return nil }
 
-// remoteBatch is how many events a remote cursor reads from the store at
-// a time.
-const remoteBatch = 512
+// Events implements store.Log: a cursor that reads the stream in
+// batches from since+1 on.
+func (l *Log) Events(since int64) (store.Cursor, error) {
+	return &cursor{l: l, seq: since}, nil
+}
 
-// remoteCursor is an EventCursor on a remote log: it reads the store in
-// batches of remoteBatch from the seq it has reached, and at the end of
+// projectTree delivers what acts ask of the mail tree (mailbox.Project)
+// through the agents' mail directories this Log keeps open. The caller
+// holds l.mu.
+func (l *Log) projectTree(acts []mailbox.Act) error {
+	tree := l.s.Mail()
+	open := func(agent string) (mailbox.AgentBox, error) {
+		if d := l.dirs[agent]; d != nil {
+			return d, nil
+		}
+		d, err := mailbox.OpenCreating(tree, agent)
+		if err != nil {
+			return nil, err
+		}
+		if l.dirs == nil {
+			l.dirs = map[string]mailbox.AgentBox{}
+		}
+		l.dirs[agent] = d
+		return d, nil
+	}
+	var mu sync.Mutex // Project opens several agents' directories at once
+	return mailbox.Project(acts, func(agent string) (mailbox.AgentBox, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return open(agent)
+	}, func(agent string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d := l.dirs[agent]; d != nil {
+			d.Close()
+			delete(l.dirs, agent)
+		}
+	})
+}
+
+// batch is how many events a cursor reads from the store at
+// a time.
+const batch = 512
+
+// cursor is a store.Cursor on a Log: it reads the store in
+// batches of batch from the seq it has reached, and at the end of
 // the log returns io.EOF, then later what was appended meanwhile, as a
 // file cursor does.
-type remoteCursor struct {
-	l   *remoteLog
+type cursor struct {
+	l   *Log
 	seq int64 // the seq of the last event returned
 	buf []*events.Event
 	err error // what stopped the read that filled buf, returned after buf
 }
 
-func (c *remoteCursor) Next() (events.Event, error) {
+func (c *cursor) Next() (events.Event, error) {
 	if len(c.buf) == 0 && c.err != nil {
 		err := c.err
 		c.err = nil
@@ -358,12 +405,12 @@ func (c *remoteCursor) Next() (events.Event, error) {
 	if len(c.buf) == 0 {
 		err := c.l.s.Read(context.Background(), c.l.run, c.seq, func(e *events.Event) error {
 			c.buf = append(c.buf, e)
-			if len(c.buf) == remoteBatch {
-				return events.StopScan
+			if len(c.buf) == batch {
+				return events.ErrStopScan
 			}
 			return nil
 		})
-		if err != nil && err != events.StopScan {
+		if err != nil && err != events.ErrStopScan {
 			if len(c.buf) == 0 {
 				return events.Event{}, err
 			}
@@ -379,8 +426,8 @@ func (c *remoteCursor) Next() (events.Event, error) {
 	return *e, nil
 }
 
-func (c *remoteCursor) Scan(damage func(*events.DamageError), fn func(*events.Event) error) error {
+func (c *cursor) Scan(damage func(*events.DamageError), fn func(*events.Event) error) error {
 	return events.Scan(c.Next, damage, fn)
 }
 
-func (c *remoteCursor) Close() error { return nil }
+func (c *cursor) Close() error { return nil }

@@ -1,4 +1,4 @@
-// Package natsstore keeps crew runs in NATS JetStream, for leaders and
+// Package nats keeps crew runs in NATS JetStream, for leaders and
 // workers on different machines that share no files.
 //
 // Layout. Each run is one stream, CREW_RUN_<run>, holding one subject,
@@ -36,7 +36,7 @@
 //
 // Reads go to each stream's leader (no direct gets from replicas), so a
 // process reads what any process was told is stored.
-package natsstore
+package nats
 
 import (
 	"context"
@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/store"
 )
 
 // Options are the connection and storage settings of a Store.
@@ -227,7 +229,7 @@ func scrub(err error, urls string) string {
 // URL returns the server list the store was dialled with, redacted.
 func (s *Store) URL() string { return s.url }
 
-// String implements run.RemoteStore: URL.
+// String implements store.Store: URL.
 func (s *Store) String() string { return s.url }
 
 // Close closes the connection.
@@ -287,7 +289,7 @@ func Subject(run string) string { return "crew.run." + run }
 
 const streamPrefix = "CREW_RUN_"
 
-// Runs returns the ids of the runs on the server, sorted by stream name.
+// Runs implements store.Store: the ids of the runs on the server, sorted.
 func (s *Store) Runs(ctx context.Context) ([]string, error) {
 	l := s.js.StreamNames(ctx, jetstream.WithStreamListSubject("crew.run.*"))
 	var ids []string
@@ -299,6 +301,7 @@ func (s *Store) Runs(ctx context.Context) ([]string, error) {
 	if err := l.Err(); err != nil {
 		return nil, fmt.Errorf("list runs on NATS at %s: %w", s.url, err)
 	}
+	sort.Strings(ids)
 	return ids, nil
 }
 
@@ -648,20 +651,12 @@ type Watcher struct {
 	wake chan struct{}
 }
 
-// Waiter is what Watch returns: Wait blocks until the log may have grown,
-// Close stops watching. It is an alias of an interface literal, so a
-// Store satisfies an interface declared elsewhere with the same literal.
-type Waiter = interface {
-	Wait(context.Context) error
-	Close() error
-}
-
 // Watch returns a Waiter for run that wakes when an event with seq >
 // after is stored (at once if there is one already). It is a
 // subscription: an ordered consumer from after+1 on that delivers the
 // events' headers only (no bodies), recreated by the client after a
 // reconnection or a failover from where it had got to. Close it.
-func (s *Store) Watch(ctx context.Context, run string, after int64) (Waiter, error) {
+func (s *Store) Watch(ctx context.Context, run string, after int64) (store.Waiter, error) {
 	st, err := s.stream(ctx, run)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package run
+package file_test
 
 import (
 	"context"
@@ -11,25 +11,34 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store/file"
 	"github.com/crew-dev/crew/task"
 )
 
 // newTestRun creates a state root in a temporary directory and a run "r1"
 // in it.
-func newTestRun(t *testing.T) *Run {
+func newTestRun(t *testing.T) *run.Run {
 	t.Helper()
 	dir := t.TempDir()
-	root, err := Init(dir, crew.PrivatePerm)
+	root, err := run.Init(dir, crew.PrivatePerm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := root.Create(CreateOptions{ID: "r1", Title: "test", Dir: dir})
+	r, err := root.Create(run.CreateOptions{ID: "r1", Title: "test", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
+
+// fl returns r's log on the file store.
+func fl(r *run.Run) *file.Log { return r.Log().(*file.Log) }
+
+// tree returns the mail tree of r's state root.
+func tree(r *run.Run) mailbox.Tree { return r.Root().Store.(*file.Store).MailTree() }
 
 // must fails the test on err.
 func must(t *testing.T, err error) {
@@ -47,7 +56,7 @@ type sent map[string]*events.Message
 // an urgent report, a broadcast, reads, acknowledgements, a rejection, a
 // cancel and a retry, a completion. after, if not nil, is called after each
 // operation.
-func scenario(t *testing.T, r *Run, after func(step int)) sent {
+func scenario(t *testing.T, r *run.Run, after func(step int)) sent {
 	t.Helper()
 	ctx := context.Background()
 	s := sent{}
@@ -58,7 +67,7 @@ func scenario(t *testing.T, r *Run, after func(step int)) sent {
 			after(step)
 		}
 	}
-	send := func(name string, o SendOptions) {
+	send := func(name string, o run.SendOptions) {
 		t.Helper()
 		m, err := r.Send(ctx, o)
 		must(t, err)
@@ -79,15 +88,15 @@ func scenario(t *testing.T, r *Run, after func(step int)) sent {
 		must(t, err)
 		done()
 	}
-	send("q1", SendOptions{Kind: events.KindQuestion, Task: "t1", From: "t1", Body: "Which database?"})
-	send("steer", SendOptions{Kind: events.KindSteer, Task: "t2", From: "leader", Body: "Focus on the parser.", Priority: "high"})
-	send("broadcast", SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: "leader", Body: "Standup in 5 <minutes> & counting"})
-	send("report", SendOptions{Kind: events.KindReport, Task: "t2", From: "t2", Body: "Blocked on CI.", Priority: "urgent"})
-	send("r1", SendOptions{Kind: events.KindResponse, Task: "t1", From: "leader", Body: "Use Postgres."})
-	send("followup", SendOptions{Kind: events.KindFollowUp, Task: "t1", From: "leader", Body: "Then add tests.\nMany of them."})
-	send("nudge", SendOptions{Kind: events.KindNudge, Task: "t3", From: "leader"})
+	send("q1", run.SendOptions{Kind: events.KindQuestion, Task: "t1", From: "t1", Body: "Which database?"})
+	send("steer", run.SendOptions{Kind: events.KindSteer, Task: "t2", From: "leader", Body: "Focus on the parser.", Priority: "high"})
+	send("broadcast", run.SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: "leader", Body: "Standup in 5 <minutes> & counting"})
+	send("report", run.SendOptions{Kind: events.KindReport, Task: "t2", From: "t2", Body: "Blocked on CI.", Priority: "urgent"})
+	send("r1", run.SendOptions{Kind: events.KindResponse, Task: "t1", From: "leader", Body: "Use Postgres."})
+	send("followup", run.SendOptions{Kind: events.KindFollowUp, Task: "t1", From: "leader", Body: "Then add tests.\nMany of them."})
+	send("nudge", run.SendOptions{Kind: events.KindNudge, Task: "t3", From: "leader"})
 
-	msgs, err := r.Inbox(ctx, "t1", InboxOptions{})
+	msgs, err := r.Inbox(ctx, "t1", run.InboxOptions{})
 	must(t, err)
 	if len(msgs) != 3 {
 		t.Fatalf("t1's inbox holds %d messages, want response, broadcast, follow-up", len(msgs))
@@ -95,12 +104,12 @@ func scenario(t *testing.T, r *Run, after func(step int)) sent {
 	done()
 	must(t, r.Acknowledge(ctx, "t1", []string{s["r1"].ID}, false, ""))
 	done()
-	_, err = r.Inbox(ctx, Leader, InboxOptions{})
+	_, err = r.Inbox(ctx, run.Leader, run.InboxOptions{})
 	must(t, err)
 	done()
-	must(t, r.Acknowledge(ctx, Leader, []string{s["report"].ID}, false, ""))
+	must(t, r.Acknowledge(ctx, run.Leader, []string{s["report"].ID}, false, ""))
 	done()
-	_, err = r.Inbox(ctx, "t2", InboxOptions{Peek: true}) // peeking marks nothing
+	_, err = r.Inbox(ctx, "t2", run.InboxOptions{Peek: true}) // peeking marks nothing
 	must(t, err)
 	must(t, r.Acknowledge(ctx, "t2", []string{s["steer"].ID}, true, "already done"))
 	done()
@@ -112,7 +121,7 @@ func scenario(t *testing.T, r *Run, after func(step int)) sent {
 		must(t, err)
 		done()
 	}
-	send("q2", SendOptions{Kind: events.KindQuestion, Task: "t1", From: "t1", Body: "Which port?"})
+	send("q2", run.SendOptions{Kind: events.KindQuestion, Task: "t1", From: "t1", Body: "Which port?"})
 	return s
 }
 
@@ -126,7 +135,7 @@ func stateJSON(t *testing.T, st *state.State) string {
 	return string(b)
 }
 
-func snapshotPath(r *Run) string { return filepath.Join(r.Dir(), "tasks.json") }
+func snapshotPath(r *run.Run) string { return filepath.Join(r.Dir(), "tasks.json") }
 
 // TestScenarioState checks the reducer's result for the scenario itself,
 // so that the rebuild tests below compare against a right answer.
@@ -204,11 +213,11 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	}
 	write := func(data string) { // sealed, as crew writes it: the checks after the seal's are tested
 		t.Helper()
-		writeRaw(string(sealJSON([]byte(strings.TrimSpace(data)))))
+		writeRaw(string(file.SealJSON([]byte(strings.TrimSpace(data)))))
 	}
 	check := func(what string) {
 		t.Helper()
-		for _, rr := range []*Run{r, reopen(t, r)} {
+		for _, rr := range []*run.Run{r, reopen(t, r)} {
 			st, err := rr.State()
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
@@ -261,7 +270,7 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	// The next write puts back a tasks.json that equals the fresh state.
 	must(t, os.Remove(snapshotPath(r)))
 	r2 := reopen(t, r)
-	_, err = r2.Send(context.Background(), SendOptions{Kind: events.KindNudge, Task: "t3", From: "leader"})
+	_, err = r2.Send(context.Background(), run.SendOptions{Kind: events.KindNudge, Task: "t3", From: "leader"})
 	must(t, err)
 	data, err := os.ReadFile(snapshotPath(r))
 	if err != nil {
@@ -270,15 +279,15 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	must(t, os.Remove(snapshotPath(r)))
 	fresh, err = r2.State()
 	must(t, err)
-	if got := string(sealJSON([]byte(stateJSON(t, fresh)))); string(data) != got {
+	if got := string(file.SealJSON([]byte(stateJSON(t, fresh)))); string(data) != got {
 		t.Errorf("tasks.json written by the next write\n%s\nwant\n%s", data, got)
 	}
 }
 
 // logFirstLine returns the first line of the run's log.
-func logFirstLine(t *testing.T, r *Run) string {
+func logFirstLine(t *testing.T, r *run.Run) string {
 	t.Helper()
-	data, err := os.ReadFile(r.EventsPath())
+	data, err := os.ReadFile(fl(r).EventsPath())
 	must(t, err)
 	for i, b := range data {
 		if b == '\n' {
@@ -290,7 +299,7 @@ func logFirstLine(t *testing.T, r *Run) string {
 }
 
 // reopen opens the run again, as another process would: no cached state.
-func reopen(t *testing.T, r *Run) *Run {
+func reopen(t *testing.T, r *run.Run) *run.Run {
 	t.Helper()
 	r2, err := r.Root().Open(r.ID())
 	must(t, err)

@@ -1,4 +1,4 @@
-package natsstore
+package nats
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 // MailBucket is the JetStream key-value bucket that holds the per-agent
-// mail tree (SPEC §5) of every run on a server, and how far each run's
+// mail tree (docs/mail-tree.md) of every run on a server, and how far each run's
 // messages have been copied into it. Its keys:
 //
 //	box.<agent>                 the agent has a mailbox (like its directory)
@@ -120,7 +120,7 @@ func nameKey(kind, id string) string       { return "name." + kind + "." + strin
 // claim takes id, of a run or a mailbox (kind "run" or "box"), in every
 // letter case at once: a create of name.<kind>.<lower-case id> succeeds
 // for one creator only, so that of two ids that differ only in case,
-// made at the same instant on two machines, one is refused (SPEC §1). An
+// made at the same instant on two machines, one is refused (docs/concepts.md, Identifiers). An
 // id already claimed in the same case (by an earlier or interrupted
 // create of it) is taken again; in another case it is crew.ErrConflict.
 func (m *Mail) claim(kind, id string) error {
@@ -578,7 +578,7 @@ func (m *Mail) move(agent, name string, includeUnread bool) error {
 	})
 }
 
-// Projected implements run.RemoteStore: the seq in projected.<run> and
+// Projected is the projection mark (Log.projectUpTo): the seq in projected.<run> and
 // its revision (0, 0 when there is none).
 func (s *Store) Projected(ctx context.Context, run string) (int64, uint64, error) {
 	var seq int64
@@ -601,7 +601,7 @@ func (s *Store) Projected(ctx context.Context, run string) (int64, uint64, error
 	return seq, rev, nil
 }
 
-// SetProjected implements run.RemoteStore: projected.<run> becomes seq
+// SetProjected moves the projection mark: projected.<run> becomes seq
 // if its revision is still rev (0: if there is none), and its new
 // revision is returned; otherwise crew.ErrConflict.
 func (s *Store) SetProjected(ctx context.Context, run string, seq int64, rev uint64) (uint64, error) {

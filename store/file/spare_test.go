@@ -1,6 +1,6 @@
 //go:build unix
 
-package run
+package file
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
 	fi, err := os.Lstat(path)
-	must(t, err)
+	check(t, err)
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		t.Skip("no inode numbers on this system")
@@ -26,7 +26,7 @@ func inode(t *testing.T, path string) uint64 {
 
 func rewrite(t *testing.T, path, content string) {
 	t.Helper()
-	must(t, rewriteKeepingInodes(path, 0o600, func(w io.Writer) error {
+	check(t, rewriteKeepingInodes(path, 0o600, func(w io.Writer) error {
 		_, err := io.WriteString(w, content)
 		return err
 	}))
@@ -42,7 +42,7 @@ func TestRewriteKeepingInodes(t *testing.T) {
 	for i, content := range []string{"first, and long\n", "second\n", "third, the longest of them all\n", "4\n", "fifth\n"} {
 		rewrite(t, path, content)
 		data, err := os.ReadFile(path)
-		must(t, err)
+		check(t, err)
 		if string(data) != content {
 			t.Fatalf("rewrite %d: read %q, want %q", i+1, data, content)
 		}
@@ -60,7 +60,7 @@ func TestRewriteKeepingInodes(t *testing.T) {
 		t.Fatalf("inodes %v: the first two rewrites share one", inodes)
 	}
 	ents, err := os.ReadDir(dir)
-	must(t, err)
+	check(t, err)
 	if len(ents) != 2 || ents[0].Name() != ".tasks.json.spare" || ents[1].Name() != "tasks.json" {
 		t.Errorf("directory holds %v, want .tasks.json.spare and tasks.json", ents)
 	}
@@ -75,13 +75,13 @@ func TestRewriteKeepingInodesMendsCrashes(t *testing.T) {
 	rewrite(t, path, "one\n")
 	rewrite(t, path, "two\n")
 	// Killed after the link: .old names the current file too.
-	must(t, os.Link(path, old))
+	check(t, os.Link(path, old))
 	rewrite(t, path, "three\n")
 	// Killed after the first rename: no spare, .old names the replaced file.
-	must(t, os.Rename(filepath.Join(dir, ".tasks.json.spare"), old))
+	check(t, os.Rename(filepath.Join(dir, ".tasks.json.spare"), old))
 	rewrite(t, path, "four\n")
 	data, err := os.ReadFile(path)
-	must(t, err)
+	check(t, err)
 	if string(data) != "four\n" {
 		t.Fatalf("tasks.json = %q, want four", data)
 	}
@@ -96,11 +96,11 @@ func TestRewriteKeepingInodesRefusesLinks(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tasks.json")
 	victim := filepath.Join(t.TempDir(), "victim")
-	must(t, os.WriteFile(victim, []byte("victim\n"), 0o600))
-	must(t, os.Symlink(victim, filepath.Join(dir, ".tasks.json.spare")))
+	check(t, os.WriteFile(victim, []byte("victim\n"), 0o600))
+	check(t, os.Symlink(victim, filepath.Join(dir, ".tasks.json.spare")))
 	rewrite(t, path, "one\n")
-	must(t, os.Remove(path))
-	must(t, os.Symlink(victim, path))
+	check(t, os.Remove(path))
+	check(t, os.Symlink(victim, path))
 	rewrite(t, path, "two\n")
 	rewrite(t, path, "three\n") // the spare is now the link that was tasks.json
 	rewrite(t, path, "four\n")
@@ -151,7 +151,7 @@ func TestSealedSnapshotNeverTorn(t *testing.T) {
 		default:
 		}
 		data, err := os.ReadFile(path)
-		must(t, err)
+		check(t, err)
 		obj, ok := openJSON(data)
 		if !ok || !json.Valid(obj) {
 			torn++
@@ -203,9 +203,9 @@ func TestRewriteKeepingInodesNeverStuck(t *testing.T) {
 	rewrite(t, path, "one\n")
 	rewrite(t, path, "one again\n") // now there is a spare
 	outside := filepath.Join(t.TempDir(), "backup")
-	must(t, os.WriteFile(outside, []byte("backup\n"), 0o644))
-	must(t, os.Remove(filepath.Join(dir, ".tasks.json.spare")))
-	must(t, os.Link(outside, filepath.Join(dir, ".tasks.json.spare")))
+	check(t, os.WriteFile(outside, []byte("backup\n"), 0o644))
+	check(t, os.Remove(filepath.Join(dir, ".tasks.json.spare")))
+	check(t, os.Link(outside, filepath.Join(dir, ".tasks.json.spare")))
 	rewrite(t, path, "two\n")
 	rewrite(t, path, "three\n")
 	rewrite(t, path, "four\n")
@@ -216,12 +216,20 @@ func TestRewriteKeepingInodesNeverStuck(t *testing.T) {
 		t.Errorf("the outside file's mode was changed to %v", fi.Mode().Perm())
 	}
 	for _, name := range []string{".tasks.json.spare", ".tasks.json.old"} {
-		must(t, os.RemoveAll(filepath.Join(dir, name)))
-		must(t, os.MkdirAll(filepath.Join(dir, name, "sub"), 0o700))
+		check(t, os.RemoveAll(filepath.Join(dir, name)))
+		check(t, os.MkdirAll(filepath.Join(dir, name, "sub"), 0o700))
 		rewrite(t, path, "with a directory at "+name+"\n")
 		if data, _ := os.ReadFile(path); string(data) != "with a directory at "+name+"\n" {
 			t.Fatalf("with a directory at %s: tasks.json = %q", name, data)
 		}
-		must(t, os.RemoveAll(filepath.Join(dir, name)))
+		check(t, os.RemoveAll(filepath.Join(dir, name)))
+	}
+}
+
+// check fails the test on err.
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package run
+package file_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store/file"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -22,11 +24,11 @@ func fullStateJSON(t *testing.T, st *state.State) string {
 	return stateJSON(t, st) + " open=" + string(open)
 }
 
-func openSnapshotPath(r *Run) string { return filepath.Join(r.Dir(), "open.jsonl") }
+func openSnapshotPath(r *run.Run) string { return filepath.Join(r.Dir(), "open.jsonl") }
 
 // busyRun drives a run past several open.jsonl snapshots: the scenario,
 // then rounds of steers and reports, some read and acknowledged, some not.
-func busyRun(t *testing.T, r *Run, after func()) {
+func busyRun(t *testing.T, r *run.Run, after func()) {
 	t.Helper()
 	ctx := context.Background()
 	scenario(t, r, func(int) {
@@ -35,7 +37,7 @@ func busyRun(t *testing.T, r *Run, after func()) {
 		}
 	})
 	for i := range 150 {
-		m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprintf("steer %d", i)})
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprintf("steer %d", i)})
 		must(t, err)
 		if i%3 == 0 {
 			_, err := r.MarkDelivered(ctx, "t1", []string{m.ID})
@@ -73,7 +75,7 @@ func TestOpenSnapshotRebuiltFromLog(t *testing.T) {
 	}
 	check := func(what string) {
 		t.Helper()
-		for _, rr := range []*Run{r, reopen(t, r)} {
+		for _, rr := range []*run.Run{r, reopen(t, r)} {
 			st, err := rr.State()
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
@@ -99,7 +101,7 @@ func TestOpenSnapshotRebuiltFromLog(t *testing.T) {
 	check("open.jsonl with a bad line")
 	write("{not json\n")
 	check("corrupt open.jsonl")
-	var h openHeader
+	var h struct{ Offset int64 }
 	must(t, json.Unmarshal([]byte(lines[0]), &h))
 	write(strings.Replace(last, fmt.Sprintf(`"offset":%d`, h.Offset), `"offset":10`, 2))
 	check("open.jsonl whose offset is not a line end")
@@ -107,8 +109,8 @@ func TestOpenSnapshotRebuiltFromLog(t *testing.T) {
 	check("no open.jsonl")
 
 	// The messages of one reader only: the same entries.
-	for _, who := range []string{"t1", "t2", Leader} {
-		one, err := reopen(t, r).stateFor(who)
+	for _, who := range []string{"t1", "t2", run.Leader} {
+		one, err := reopen(t, r).Log().State(context.Background(), state.For(who))
 		must(t, err)
 		for key, o := range st.Open {
 			if o.Task == state.RecipientKey(who) && one.Open[key] == nil {
@@ -162,7 +164,7 @@ func TestAsyncProjection(t *testing.T) {
 	}
 	var ids []string
 	for i := range 400 {
-		m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: []string{"t1", "t2"}[i%2], From: "leader", Body: fmt.Sprintf("steer %d", i)})
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: []string{"t1", "t2"}[i%2], From: "leader", Body: fmt.Sprintf("steer %d", i)})
 		must(t, err)
 		ids = append(ids, m.ID)
 		if i%4 == 0 {
@@ -181,7 +183,7 @@ func TestAsyncProjection(t *testing.T) {
 			t.Errorf("copy of steer %d: read %v, want %v", i, got, want)
 		}
 	}
-	snap := r.readSnapshot()
+	snap := fl(r).ReadSnapshot()
 	st, err := reopen(t, r).State()
 	must(t, err)
 	if snap.Seq != st.Seq {
@@ -189,8 +191,8 @@ func TestAsyncProjection(t *testing.T) {
 	}
 	// The projections are exactly what a rebuild from the log gives.
 	before := treeFlags(t, r)
-	must(t, os.RemoveAll(r.Root().MailTree().Dir("t1")))
-	must(t, os.RemoveAll(r.Root().MailTree().Dir("t2")))
+	must(t, os.RemoveAll(tree(r).Dir("t1")))
+	must(t, os.RemoveAll(tree(r).Dir("t2")))
 	_, err = reopen(t, r).Repair(ctx)
 	must(t, err)
 	if after := treeFlags(t, r); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -204,7 +206,7 @@ func TestAsyncProjection(t *testing.T) {
 func TestEachInbox(t *testing.T) {
 	r := newTestRun(t)
 	busyRun(t, r, nil)
-	peek, err := reopen(t, r).Inbox(context.Background(), "t1", InboxOptions{Peek: true})
+	peek, err := reopen(t, r).Inbox(context.Background(), "t1", run.InboxOptions{Peek: true})
 	must(t, err)
 	pending := 0
 	for _, m := range peek {
@@ -218,7 +220,7 @@ func TestEachInbox(t *testing.T) {
 	before, err := r.State()
 	must(t, err)
 	var got []events.Message
-	must(t, reopen(t, r).EachInbox(context.Background(), "t1", InboxOptions{}, func(m *events.Message) error {
+	must(t, reopen(t, r).EachInbox(context.Background(), "t1", run.InboxOptions{}, func(m *events.Message) error {
 		got = append(got, *m)
 		return nil
 	}))
@@ -244,7 +246,7 @@ func TestEachInbox(t *testing.T) {
 	}
 	stop := fmt.Errorf("enough")
 	n := 0
-	err = r.EachInbox(context.Background(), "t1", InboxOptions{}, func(*events.Message) error {
+	err = r.EachInbox(context.Background(), "t1", run.InboxOptions{}, func(*events.Message) error {
 		n++
 		return stop
 	})
@@ -266,19 +268,19 @@ func TestOpenSnapshotWrittenWhenDue(t *testing.T) {
 	must(t, err)
 	var seq int64
 	for seq < 130 { // no open.jsonl yet: due from seq 128 on
-		m, err := r.Send(ctx, SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "steer"})
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "steer"})
 		must(t, err)
 		seq = m.Seq
 	}
 	r = reopen(t, r)
-	since, count := r.openSnapshotState()
+	since, count := fl(r).OpenSnapshotState()
 	if since < 128 || count < 120 {
 		t.Fatalf("open.jsonl after %d events, over 120 of them open messages: seq %d, %d open; want it written at seq 128 or later", seq, since, count)
 	}
 }
 
 // TestSnapshotEvery128WhileHeldAndAtRelease: while a process keeps the run
-// lock through a burst, tasks.json falls at most snapshotEvery events
+// lock through a burst, tasks.json falls at most file.SnapshotEvery events
 // behind what it has projected, and it is current once the lock is let go.
 func TestSnapshotEvery128WhileHeldAndAtRelease(t *testing.T) {
 	r := newTestRun(t)
@@ -287,23 +289,23 @@ func TestSnapshotEvery128WhileHeldAndAtRelease(t *testing.T) {
 	must(t, err)
 	st, err := r.TaskState()
 	must(t, err)
-	must(t, r.hold(ctx))
+	must(t, fl(r).Hold(ctx))
 	for seq := st.Seq + 1; seq <= st.Seq+300; seq++ {
 		next := st.CopyTasks()
 		next.Seq = seq // as a projection job leaves it (its offset matters only to readers)
-		must(t, r.checkpoint(next))
-		if snap := snapshotSeq(t, r); seq-snap >= snapshotEvery {
-			t.Fatalf("after the job of seq %d, tasks.json is at seq %d: over %d behind", seq, snap, snapshotEvery)
+		must(t, fl(r).Checkpoint(next))
+		if snap := snapshotSeq(t, r); seq-snap >= file.SnapshotEvery {
+			t.Fatalf("after the job of seq %d, tasks.json is at seq %d: over %d behind", seq, snap, file.SnapshotEvery)
 		}
 	}
-	r.unhold()
+	fl(r).Unhold()
 	if snap := snapshotSeq(t, r); snap != st.Seq+300 {
 		t.Fatalf("after the lock is let go, tasks.json is at seq %d, want %d", snap, st.Seq+300)
 	}
 }
 
 // snapshotSeq returns the seq tasks.json holds, sealed or not.
-func snapshotSeq(t *testing.T, r *Run) int64 {
+func snapshotSeq(t *testing.T, r *run.Run) int64 {
 	t.Helper()
 	data, err := os.ReadFile(snapshotPath(r))
 	must(t, err)

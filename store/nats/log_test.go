@@ -1,4 +1,4 @@
-package run
+package nats
 
 import (
 	"context"
@@ -12,20 +12,21 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store/natsstore"
+	"github.com/crew-dev/crew/store"
 	"github.com/crew-dev/crew/task"
 )
 
 // Two writers with their own connections and their own cached states
-// start the same task at once through remoteLog.commit: the loser's
+// start the same task at once through Log.Commit: the loser's
 // append is refused (the seq was taken), it reads the winner's event,
 // validates again, and the state machine refuses it: exactly one
 // task.started, and the loser gets ErrConflict.
-func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
+func TestLogCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	dial := func() *natsstore.Store { return natstest.Dial(t, srv.ClientURL(), natsstore.Options{}) }
+	dial := func() *Store { return testDial(t, srv.ClientURL()) }
 	a, b := dial(), dial()
 	m, _ := json.Marshal(state.Manifest{ID: "r1", Leader: "leader"})
 	if err := a.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
@@ -33,13 +34,13 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	}
 	spec, _ := json.Marshal(state.TaskSpec{Agent: "t1"})
 	la, lb := newTestLog(a), newTestLog(b)
-	if _, err := la.commit(&op{ctx: ctx, fn: func(*state.State) (*events.Event, error) {
+	if _, err := la.Commit(ctx, store.Change{Validate: func(*state.State) (*events.Event, error) {
 		return &events.Event{Type: events.TaskCreated, Task: "t1", To: string(task.Pending), Data: spec}, nil
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	// Both states are read before either writes.
-	if _, err := lb.snapshot(ctx); err != nil {
+	if _, err := lb.State(ctx, state.New()); err != nil {
 		t.Fatal(err)
 	}
 	start := func(st *state.State) (*events.Event, error) {
@@ -55,11 +56,11 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, l := range []*remoteLog{la, lb} {
+	for i, l := range []*Log{la, lb} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = l.commit(&op{ctx: ctx, fn: start})
+			_, errs[i] = l.Commit(ctx, store.Change{Validate: start})
 		}()
 	}
 	wg.Wait()
@@ -78,7 +79,7 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 		t.Fatalf("errors %v: want one success and one conflict", errs)
 	}
 	fresh := newTestLog(dial())
-	st, err := fresh.snapshot(ctx)
+	st, err := fresh.State(ctx, state.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,34 +88,45 @@ func TestRemoteCommitRevalidatesAfterLosingTheSeq(t *testing.T) {
 	}
 }
 
-// newTestLog is a remoteLog on s for run r1 that projects nothing.
-func newTestLog(s RemoteStore) *remoteLog {
-	return &remoteLog{s: s, run: "r1", project: func([]treeAct) error { return nil }}
+// newTestLog is a Log on s for run r1 that projects nothing.
+func newTestLog(s *Store) *Log {
+	return &Log{s: s, run: "r1", project: func([]mailbox.Act) error { return nil }}
+}
+
+// testDial connects a Store to url, closed by t.Cleanup.
+func testDial(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := Dial(context.Background(), url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // A process that only reads a busy run (crew run wait, crew watch) keeps
 // no more than about maxActs of what the run's messages ask of the mail
 // tree: it drops those the writers have done (the projection mark).
-func TestRemoteReaderKeepsBoundedActs(t *testing.T) {
+func TestLogReaderKeepsBoundedActs(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	s := testDial(t, srv.ClientURL())
 	m, _ := json.Marshal(state.Manifest{ID: "r1", Leader: "leader"})
 	if err := s.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
 		t.Fatal(err)
 	}
-	writer, reader := newTestLog(s), newTestLog(natstest.Dial(t, srv.ClientURL(), natsstore.Options{}))
+	writer, reader := newTestLog(s), newTestLog(testDial(t, srv.ClientURL()))
 	steer := func(*state.State) (*events.Event, error) {
 		return &events.Event{Type: events.MessageSent, Actor: "leader", Message: &events.Message{ID: uuid.NewString(), Kind: events.KindSteer,
 			Direction: events.Inbox, From: "leader", To: "leader", Body: "x", Priority: "normal"}}, nil
 	}
 	most := 0
 	for i := range maxActs + 300 {
-		if _, err := writer.commit(&op{ctx: ctx, fn: steer}); err != nil {
+		if _, err := writer.Commit(ctx, store.Change{Validate: steer}); err != nil {
 			t.Fatal(err)
 		}
 		if i%50 == 0 {
-			if _, err := reader.snapshot(ctx); err != nil {
+			if _, err := reader.State(ctx, state.New()); err != nil {
 				t.Fatal(err)
 			}
 			most = max(most, len(reader.acts))

@@ -1,4 +1,4 @@
-package natsstore_test
+package nats_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crew-dev/crew"
@@ -16,7 +15,7 @@ import (
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store/natsstore"
+	natsstore "github.com/crew-dev/crew/store/nats"
 )
 
 // A read that needs a consumer, and a waiter, delete theirs when done:
@@ -26,7 +25,7 @@ import (
 func TestReadAndWatchLeaveNoConsumers(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	s := dial(t, srv.ClientURL(), natsstore.Options{})
 	if err := s.CreateRun(ctx, created("r1")); err != nil {
 		t.Fatal(err)
 	}
@@ -77,15 +76,6 @@ func TestReadAndWatchLeaveNoConsumers(t *testing.T) {
 	}
 }
 
-func natsConn(t *testing.T, url string) *nats.Conn {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 // An Append whose answer was lost is stored: the retry (same operation
 // id, same expected last seq) is refused by a single server, which checks
 // the expected seq before it looks for a duplicate, and Append must still
@@ -94,7 +84,7 @@ func natsConn(t *testing.T, url string) *nats.Conn {
 func TestAppendRetriedAfterLostAnswerSucceeds(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
-	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+	s := dial(t, srv.ClientURL(), natsstore.Options{})
 	if err := s.CreateRun(ctx, created("r1")); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +113,8 @@ func TestAppendRetriedAfterLostAnswerSucceeds(t *testing.T) {
 
 // Runs and mailboxes whose ids differ only in case, made at the same
 // instant by writers on their own connections (as on machines of their
-// own): one of each is made, the others are refused (SPEC §1).
+// own): one of each is made, the others are refused (docs/concepts.md,
+// Identifiers).
 func TestCaseVariantsMadeAtOnce(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()
@@ -133,7 +124,7 @@ func TestCaseVariantsMadeAtOnce(t *testing.T) {
 		start := make(chan struct{})
 		done := make(chan int)
 		for i, v := range variants {
-			s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
+			s := dial(t, srv.ClientURL(), natsstore.Options{})
 			go func() {
 				<-start
 				if kind == "run" {
@@ -185,8 +176,8 @@ func TestRedact(t *testing.T) {
 // exits 7), never nothing.
 func TestReaderPrintsWhatComesBeforeDamage(t *testing.T) {
 	srv := natstest.Server(t)
-	s := natstest.Dial(t, srv.ClientURL(), natsstore.Options{})
-	root := run.RemoteRoot(s)
+	s := dial(t, srv.ClientURL(), natsstore.Options{})
+	root := run.NewRoot(s)
 	r, err := root.Create(run.CreateOptions{ID: "r1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +188,10 @@ func TestReaderPrintsWhatComesBeforeDamage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := natsConn(t, srv.ClientURL()).Publish(natsstore.Subject("r1"), []byte("garbage")); err != nil {
+	// Through JetStream, which answers once it is stored: a plain
+	// publish is not waited for, and the read below could come first.
+	js, _ := jetstream.New(natsConn(t, srv.ClientURL()))
+	if _, err := js.Publish(ctx, natsstore.Subject("r1"), []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
 	c, err := r.Events(0)

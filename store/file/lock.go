@@ -1,0 +1,193 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+
+	"github.com/gofrs/flock"
+
+	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
+)
+
+// The run lock, and what a process knows while it holds it.
+//
+// run.lock is taken with flock(2) (gofrs/flock) by every writer of a
+// run, for one commit batch or, while a process keeps writing, for a
+// burst of them (hold/unhold count its users). While a process holds it
+// no other process writes the run's files, so it may trust what it
+// wrote itself (lockEpoch) until it lets go.
+
+// lock takes the run lock (gofrs/flock on run.lock), waiting until ctx is
+// done. run.lock must be a regular file: flock opens it with O_CREATE, so a
+// link would be followed.
+func (l *Log) lock(ctx context.Context) (*flock.Flock, error) {
+	if fi, err := os.Lstat(l.path("run.lock")); err == nil && !fi.Mode().IsRegular() {
+		// flock opens with O_CREATE: a link would be followed.
+		return nil, fmt.Errorf("lock run %s: %s: %w", l.manifest.ID, l.path("run.lock"), fsys.ErrLink)
+	}
+	fl := flock.New(l.path("run.lock"))
+	if ok, err := fl.TryLock(); err != nil {
+		return nil, fmt.Errorf("lock run %s: %w", l.manifest.ID, err)
+	} else if ok {
+		return fl, nil
+	}
+	// Another process holds it: wait in flock(2), in a goroutine, so that
+	// ctx (Ctrl-C) can end the wait.
+	got := make(chan error, 1)
+	go func() { got <- fl.Lock() }()
+	select {
+	case err := <-got:
+		if err != nil {
+			return nil, fmt.Errorf("lock run %s: %w", l.manifest.ID, err)
+		}
+		return fl, nil
+	case <-ctx.Done():
+		go func() {
+			if <-got == nil {
+				fl.Unlock() // taken after all: give it back
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// mailDir returns agent's mail directory, open: the one this process
+// opened earlier while it holds the run lock (lockEpoch), or newly
+// opened, the mailbox created if it has none, since a run message is
+// delivered to every recipient. Different agents' directories may be used
+// at once; one agent's by one goroutine at a time.
+func (l *Log) mailDir(tree mailbox.Store, agent string) (mailbox.AgentBox, error) {
+	l.hmu.Lock()
+	d := l.held.dirs[agent]
+	l.hmu.Unlock()
+	if d != nil {
+		return d, nil
+	}
+	d, err := mailbox.OpenCreating(tree, agent)
+	if err != nil {
+		return nil, err
+	}
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if l.held.dirs == nil {
+		l.held.dirs = map[string]mailbox.AgentBox{}
+	}
+	l.held.dirs[agent] = d
+	return d, nil
+}
+
+// closeMailDir closes and forgets agent's mail directory, if mailDir
+// holds it open.
+func (l *Log) closeMailDir(agent string) {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if d := l.held.dirs[agent]; d != nil {
+		d.Close()
+		delete(l.held.dirs, agent)
+	}
+}
+
+// hold takes the run lock for this process, or counts one more user of
+// the lock it already holds; unhold gives one back, and the last unlocks.
+func (l *Log) hold(ctx context.Context) error {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if l.holds == 0 {
+		fl, err := l.lock(ctx)
+		if err != nil {
+			return err
+		}
+		l.fl = fl
+		l.held.forget() // another process may have written since this one let go
+	}
+	l.holds++
+	return nil
+}
+
+func (l *Log) unhold() {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if l.holds == 1 {
+		// The lock is let go: tasks.json catches up first, so that the
+		// next process to take it finds it current (and need not replay
+		// and project again what this one did).
+		l.flushSnapshot()
+	}
+	l.holds--
+	if l.holds == 0 {
+		l.held.forget()
+		l.fl.Unlock()
+		l.fl = nil
+	}
+}
+
+// A lockEpoch is what a process knows of a run's files while it holds the
+// run lock without letting go: no other process writes them meanwhile,
+// so what it wrote itself is still what they hold. It is forgotten when
+// the lock is let go (or a write fails, or repair rewrites the files).
+type lockEpoch struct {
+	// files is where each mailbox file ends (State.Files as last
+	// projected), or nil when unknown.
+	files map[string]int64
+	// snapSeq is the seq of the state in tasks.json, when this process
+	// wrote it (0: unknown); pending is a later state, written when it
+	// is due, at Sync, or before the lock is let go.
+	snapSeq int64
+	pending *state.State
+	// dirs are the agents' mailboxes opened by projections.
+	dirs map[string]mailbox.AgentBox
+}
+
+// forget closes what e holds open and empties it.
+func (e *lockEpoch) forget() {
+	for _, d := range e.dirs {
+		d.Close()
+	}
+	*e = lockEpoch{}
+}
+
+// forgetFiles drops what this process knows of the run's files (see
+// lockEpoch), after a write that failed or a repair: they are read again.
+func (l *Log) forgetFiles() {
+	l.hmu.Lock()
+	l.held.files = nil
+	l.hmu.Unlock()
+}
+
+// knownFiles returns where the mailbox files end, as this process last
+// projected them while holding the lock, or nil when it does not know.
+func (l *Log) knownFiles() map[string]int64 {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	return l.held.files
+}
+
+// noteFiles records where the mailbox files end after a projection.
+func (l *Log) noteFiles(files map[string]int64) {
+	l.hmu.Lock()
+	l.held.files = maps.Clone(files)
+	l.hmu.Unlock()
+}
+
+// exclusive runs fn as the only writer of the run, in this process and
+// among processes: no commit, no projection job, the run lock held. Repair
+// and mailbox healing use it.
+func (l *Log) exclusive(fn func() error) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.Sync()
+	if err := l.hold(context.Background()); err != nil {
+		return err
+	}
+	defer l.unhold()
+	defer func() {
+		l.hmu.Lock()
+		l.held.forget() // fn rewrote files this process knew
+		l.hmu.Unlock()
+	}()
+	return fn()
+}

@@ -1,0 +1,470 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/gofrs/flock"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/jsonl"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
+)
+
+// Log is one run's log on the file system: the directory
+// .crew/state/runs/<run>/ (docs/files.md). It implements store.Log,
+// store.Projector and store.Repairer. Its methods are safe for concurrent
+// use by goroutines; any number of processes may use the same run at
+// once (the run lock serialises writes).
+type Log struct {
+	store    *Store
+	dir      string
+	manifest state.Manifest
+
+	mu      sync.Mutex // guards queue, leading and cache
+	queue   []*op
+	leading bool
+	cache   *state.State // state as of the last commit by this process
+	cacheFI os.FileInfo  // identity of the log the cache was read from
+
+	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
+	hmu   sync.Mutex   // guards holds, fl and held
+	holds int          // users of the run lock in this process: a commit batch, projection jobs
+	fl    *flock.Flock // the run lock, while holds > 0
+	held  lockEpoch    // what this process knows of the run's files while it holds the lock
+	proj  projector
+	// open.jsonl as this process last read or wrote it (openSnapshotState)
+	openSeq, openCount atomic.Int64
+	openKnown          atomic.Bool
+}
+
+// Manifest implements store.Log.
+func (l *Log) Manifest() state.Manifest { return l.manifest }
+
+// Dir implements store.Log: the run directory.
+func (l *Log) Dir() string { return l.dir }
+
+func (l *Log) path(name ...string) string {
+	return filepath.Join(append([]string{l.dir}, name...)...)
+}
+
+// EventsPath is the path of events.jsonl.
+func (l *Log) EventsPath() string { return l.path("events.jsonl") }
+
+// String implements store.Log: the path of events.jsonl.
+func (l *Log) String() string { return l.EventsPath() }
+
+// MailboxPath is the path of a mailbox file (mailbox.InboxFile, …).
+func (l *Log) MailboxPath(name string) string { return l.path("mailbox", name) }
+
+// An op is one change waiting to be committed, and its outcome.
+type op struct {
+	ctx  context.Context // a cancelled operation is not committed
+	c    store.Change
+	ev   *events.Event
+	err  error
+	job  *job // the projection of its batch
+	done chan struct{}
+}
+
+// Commit implements store.Log: it validates c under the run lock and
+// appends its event durably.
+//
+// Group commit: operations from goroutines of one process queue up; one of
+// them leads, takes the run lock once, validates each queued operation in
+// order against the state the previous ones left, appends all their events
+// in one write and one fsync, brings the projections up to date, and wakes
+// them. Each still returns only after its own event is on disk, and,
+// unless SetAsync, its projections are written.
+//
+// Write order, and why it is safe: (1) cut a torn tail, (2) load the state
+// (snapshot plus the log after it), (3) validate and append the events, (4)
+// fsync the log: the operations are now committed, (5) update the
+// projections (mailbox files, mail tree, tasks.json). A crash before (4)
+// loses only unacknowledged work; a crash after it leaves projections
+// behind the log, and the next writer catches them up from the log in step
+// (2) (docs/files.md, Write order).
+func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error) {
+	o := &op{ctx: ctx, c: c, done: make(chan struct{})}
+	defer func() {
+		if o.job != nil && !l.isAsync() {
+			<-o.job.done
+		}
+	}()
+	l.mu.Lock()
+	l.queue = append(l.queue, o)
+	if l.leading {
+		l.mu.Unlock()
+		<-o.done
+		return o.ev, o.err
+	}
+	l.leading = true
+	for len(l.queue) > 0 {
+		batch := l.queue
+		l.queue = nil
+		l.mu.Unlock()
+		j, err := l.commitBatch(batch)
+		if j != nil {
+			l.mu.Lock()
+			alone := len(l.queue) == 0
+			l.mu.Unlock()
+			if !(alone && l.projectInline(j)) {
+				l.enqueue(j)
+			}
+		}
+		l.mu.Lock()
+		for _, b := range batch {
+			if err != nil && b.err == nil {
+				b.err, b.ev = err, nil
+			}
+			b.job = j
+			if b != o {
+				close(b.done)
+			}
+		}
+	}
+	l.leading = false
+	l.mu.Unlock()
+	return o.ev, o.err
+}
+
+// commitBatch validates and appends the batch's events under the run lock
+// and returns the job that projects them (and any events a crashed writer
+// left unprojected), holding the run lock for it; nil when there is
+// nothing to project.
+func (l *Log) commitBatch(batch []*op) (*job, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.proj.isBroken() {
+		// A projection failed: wait for the projector, then start again
+		// from tasks.json, which is behind every event not projected.
+		l.Sync()
+		l.proj.mu.Lock()
+		l.proj.broken = false
+		l.proj.mu.Unlock()
+		l.dropCache()
+	}
+	ctx := context.Background()
+	if len(batch) == 1 {
+		ctx = batch[0].ctx // one operation (a CLI process): Ctrl-C ends its wait for the lock
+	}
+	if err := l.hold(ctx); err != nil {
+		return nil, err
+	}
+	defer l.unhold()
+	w, err := events.OpenWriter(l.EventsPath())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	needOpen := false
+	for _, o := range batch {
+		needOpen = needOpen || o.c.Open
+	}
+	ld, err := l.loadForWrite(w, needOpen)
+	if err != nil {
+		return nil, err
+	}
+	if ld.st.Open == nil {
+		if since, count := l.openSnapshotState(); openDue(ld.st.Seq, since, count) {
+			// open.jsonl is due and this state cannot write it: load the
+			// open messages (they then stay in the cache).
+			if ld, err = l.loadForWrite(w, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var (
+		buf []byte
+		evs []*events.Event
+	)
+	for _, o := range batch {
+		if line := l.validate(o, ld, w.Size(), evs); line != nil {
+			buf = append(buf, line...)
+			evs = append(evs, o.ev)
+		}
+	}
+	st := ld.st
+	if len(buf) > 0 {
+		if err := w.AppendRaw(buf); err != nil {
+			l.dropCache()
+			return nil, err
+		}
+		st.Offset = w.Size()
+	}
+	l.keepCache(st, w)
+	// Committed. Projections are best effort from here: a failure leaves
+	// them behind the log, and the next writer catches up.
+	caughtUp := append(ld.caughtUp, evs...)
+	if len(caughtUp) == 0 {
+		return nil, nil
+	}
+	j := &job{evs: caughtUp, acts: ld.acts, before: ld.before, snap: st.CopyTasks(), done: make(chan struct{})}
+	// The same rule as above (the count open.jsonl was written with), so
+	// that open messages loaded because it was due are written out.
+	if since, count := l.openSnapshotState(); st.Whole() && openDue(st.Seq, since, count) {
+		j.open = st.Copy()
+		l.noteOpenSnapshot(st.Seq, int64(len(st.Open))) // written by the job; not due again meanwhile
+	}
+	l.hold(context.Background()) // the job's: it cannot fail, the lock is held
+	return j, nil
+}
+
+// validate validates o against ld's state (or its view, brought up to
+// the log's end at size and the batch's events evs), stamps its event as
+// the next seq and applies it to the state, adding its effects to
+// ld.acts; it returns the event's line, or nil when o is refused (o.err)
+// or has nothing to write.
+func (l *Log) validate(o *op, ld *load, size int64, evs []*events.Event) []byte {
+	st, target := ld.st, ld.st
+	if o.c.View != nil {
+		if o.err = l.catchUp(o.c.View, size, evs); o.err != nil {
+			return nil
+		}
+		target = o.c.View
+	}
+	if o.err = o.ctx.Err(); o.err != nil {
+		// Cancelled (Ctrl-C) while waiting for the lock: the user was
+		// told nothing was done, so nothing is.
+		return nil
+	}
+	ev, err := o.c.Validate(target)
+	if err != nil || ev == nil {
+		o.err = err
+		return nil
+	}
+	ev.Stamp(l.manifest.ID, st.Seq+1)
+	line, err := events.Marshal(ev)
+	if err != nil {
+		o.err = err
+		return nil
+	}
+	seq := st.Seq
+	effects, err := st.Apply(ev)
+	if err != nil {
+		o.err, st.Seq = err, seq // the seq stays free: no gap
+		return nil
+	}
+	if target != st {
+		view, _ := target.Apply(ev)
+		effects = mailbox.KnownCopies(effects, view)
+	}
+	ld.acts = mailbox.AppendActs(ld.acts, effects, true) // the batch's own: fresh messages
+	o.ev = ev
+	return line
+}
+
+// ioFailure reports whether err holds an error of the OS (no space, an I/O
+// error, a read-only file system), as opposed to a refusal such as a
+// symbolic link crew does not write through, which trying again would not
+// cure.
+func ioFailure(err error) bool {
+	var (
+		pe    *fs.PathError
+		le    *os.LinkError
+		errno syscall.Errno
+	)
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &errno)
+}
+
+// catchUp brings side, a state read from the log without the lock, up to
+// the log's end (size, under the lock) and the batch's events before the
+// caller's (evs, not yet written).
+func (l *Log) catchUp(side *state.State, size int64, evs []*events.Event) error {
+	f, err := os.Open(l.EventsPath())
+	if err != nil {
+		return err
+	}
+	line, ok, err := jsonl.LineBefore(f, side.Offset)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if seq, _ := jsonl.SeqOf(line.Data); !ok || side.Offset > size || seq != side.Seq {
+		return fmt.Errorf("the log of run %s changed while it was read (repaired?); read again: %w", l.manifest.ID, crew.ErrConflict)
+	}
+	if _, err := l.replay(side, size, 0, nil); err != nil {
+		return err
+	}
+	for _, e := range evs {
+		side.Apply(e)
+	}
+	return nil
+}
+
+func (l *Log) dropCache() {
+	l.mu.Lock()
+	l.cache, l.cacheFI = nil, nil
+	l.mu.Unlock()
+}
+
+func (l *Log) keepCache(st *state.State, w *events.Writer) {
+	fi, err := os.Stat(l.EventsPath())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.cache, l.cacheFI = nil, nil
+		return
+	}
+	l.cache, l.cacheFI = st, fi
+}
+
+// A load is what a writer finds under the run lock: the state at the
+// end of the log, and what projections may still owe the log.
+type load struct {
+	st *state.State
+	// caughtUp are the events after tasks.json's seq that the load
+	// replayed: their projections may be missing (a writer may have
+	// crashed after its fsync); acts are what they ask of the mail tree.
+	caughtUp []*events.Event
+	acts     []mailbox.Act
+	// before is tasks.json's State.Files: where the mailbox files stood
+	// before caughtUp.
+	before map[string]int64
+}
+
+// loadForWrite loads the state as of the end of the log, under the run
+// lock, with its open messages when needOpen: this process's own state
+// when no other process has appended since, else tasks.json (or
+// open.jsonl) and the log after it.
+func (l *Log) loadForWrite(w *events.Writer, needOpen bool) (*load, error) {
+	l.mu.Lock()
+	st, fi := l.cache, l.cacheFI
+	l.mu.Unlock()
+	if st != nil {
+		// Our own state is current unless another process appended since,
+		// or the log was replaced (repair): then replay only what is new.
+		cur, err := os.Stat(l.EventsPath())
+		if err != nil || !os.SameFile(cur, fi) || st.Offset > w.Size() || (needOpen && st.Open == nil) {
+			st = nil
+		} else if st.Offset == w.Size() {
+			return &load{st: st, before: maps.Clone(st.Files)}, nil
+		}
+	}
+	if _, ok, err := w.Last(); err != nil {
+		return nil, fmt.Errorf("%w; run crew repair %s", err, l.manifest.ID)
+	} else if !ok {
+		return nil, fmt.Errorf("run %s has an empty log; run crew repair %s: %w", l.manifest.ID, l.manifest.ID, crew.ErrDamaged)
+	}
+	ld := &load{st: st}
+	var projected int64 // seq up to which projections are known to be done
+	if st != nil {
+		ld.before, projected = maps.Clone(st.Files), st.Seq
+	} else {
+		// tasks.json says how far projections got: wait for this
+		// process's own jobs, so that it says so for them too (else
+		// their events would be projected twice).
+		l.Sync()
+		snap := l.readSnapshot()
+		ld.before, projected = maps.Clone(snap.Files), snap.Seq
+		ld.st = snap
+		if needOpen {
+			if ld.st = l.readOpenSnapshot(state.New()); ld.st.Seq > projected {
+				ld.st = state.New() // an open.jsonl ahead of tasks.json: the log from its start
+			}
+		}
+	}
+	var err error
+	ld.caughtUp, err = l.replay(ld.st, w.Size(), projected, &ld.acts)
+	return ld, err
+}
+
+// replay folds the log from st.Offset up to size into st. Damaged lines are
+// skipped and remembered in st.Damage (readers then exit 7). When acts is
+// not nil, the events after seq from are returned, and what they ask of
+// the mail tree appended to acts.
+func (l *Log) replay(st *state.State, size int64, from int64, acts *[]mailbox.Act) ([]*events.Event, error) {
+	if st.Offset >= size {
+		return nil, nil
+	}
+	c, err := events.ReadAt(l.EventsPath(), st.Offset, st.Seq+1)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var out []*events.Event
+	for c.Offset() < size {
+		e, err := c.Next()
+		if err == io.EOF {
+			break
+		}
+		var de *events.DamageError
+		if errors.As(err, &de) {
+			st.Damage = append(st.Damage, de.Error())
+			if e.Seq == 0 {
+				continue
+			}
+		} else if err != nil {
+			return nil, err
+		}
+		effects, err := st.Apply(&e)
+		if err != nil {
+			st.Damage = append(st.Damage, err.Error())
+			continue
+		}
+		if acts != nil && e.Seq > from {
+			*acts = mailbox.AppendActs(*acts, effects, false)
+			ev := e
+			out = append(out, &ev)
+		}
+	}
+	st.Offset = c.Offset()
+	return out, nil
+}
+
+// State implements store.Log, without the run lock: a snapshot plus the
+// log after it, up to the log's last complete line. A state that tracks
+// tasks only starts from tasks.json, which stays small however many
+// messages are open; one that tracks open messages from open.jsonl
+// (docs/files.md, Snapshots).
+func (l *Log) State(ctx context.Context, empty *state.State) (*state.State, error) {
+	var st *state.State
+	if empty.Open == nil {
+		st = l.readSnapshot()
+	} else {
+		st = l.readOpenSnapshot(empty)
+	}
+	fi, err := os.Stat(l.EventsPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("run %s has lost its event log %s; crew repair %s starts a new one from the manifest: %w", l.manifest.ID, l.EventsPath(), l.manifest.ID, crew.ErrDamaged)
+	}
+	if err != nil {
+		return nil, err
+	}
+	complete, err := completeSize(l.EventsPath(), fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	if st.Offset > complete {
+		st = st.Fresh()
+	}
+	if _, err := l.replay(st, complete, 0, nil); err != nil {
+		return nil, err
+	}
+	if st.Seq == 0 {
+		st.Damage = append(st.Damage, l.EventsPath()+" holds no events, not even run.created")
+	}
+	return st, nil
+}
+
+func completeSize(path string, _ int64) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	c, _, err := jsonl.CompleteSize(f)
+	return c, err
+}

@@ -1,0 +1,376 @@
+package file
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
+)
+
+// Projections follow the log (docs/files.md, Write order): once a batch of events is fsynced,
+// the operations are committed, and a projection job brings the mailbox
+// files, the mail tree and the snapshots up to date with them. The job
+// runs in the Log's projector goroutine, while the next batch is already
+// being written: its fsync and the projections of the batch before it
+// overlap, which is most of what group commit gains.
+//
+// The process keeps the run lock (run.lock) from the first commit of a
+// burst until the projector has caught up, so another process that takes
+// the lock still finds every projection up to date with the log, as if
+// each commit had projected before unlocking. Within the process, wmu
+// keeps one writer of the log (or repair) at a time.
+//
+// While it keeps the lock, the process trusts what it wrote itself
+// (lockEpoch): where the mailbox files end, and the agents' mail
+// directories it has open. tasks.json is written when the lock is let go
+// and at least every snapshotEvery events, not after every batch.
+//
+// By default an operation returns once its projections are done;
+// SetAsync lets it return as soon as its event is durable.
+
+// project brings the projections up to date with events already committed:
+// mailbox files, the mail tree, and the read flags in it. evs are the log's
+// last events (those after the snapshot the writer loaded, then its own);
+// before is State.Files as of the snapshot. Every step is idempotent (a
+// mailbox line is appended only past the file's last seq; a mail file keeps
+// its name), so replaying an event twice is harmless.
+//
+// Each mailbox file must end with the message st.Files names. One that ends
+// between before and that is behind by some of evs, which are appended; one
+// that is missing, damaged at its end, ahead of the log, or behind by more
+// than evs hold (a line lost in a crash while tasks.json survived) is
+// rebuilt from the log. Where each file ends is read from it, unless this
+// process projected last and has kept the lock since (lockEpoch).
+func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map[string]int64) error {
+	lines := map[string][]events.Message{}
+	for _, e := range evs {
+		if m := e.Message; m != nil {
+			lines[mailbox.FileFor(m)] = append(lines[mailbox.FileFor(m)], *m)
+		}
+	}
+	treeErr := l.projectTree(acts)
+	known := l.knownFiles() // nil unless this process projected last, keeping the lock since
+	if known == nil {
+		if err := mkdir(l.path("mailbox"), l.store.Perm); err != nil {
+			return errors.Join(treeErr, err) // e.g. a symbolic link: not written through
+		}
+	}
+	var errs []error
+	for _, file := range mailbox.Files {
+		key := strings.TrimSuffix(file, ".jsonl")
+		want := files[key]
+		have, ok := known[key]
+		var err, serr error
+		if !ok && known == nil {
+			have, err = mailbox.LastSeq(l.MailboxPath(file))
+			_, serr = os.Lstat(l.MailboxPath(file))
+		}
+		switch {
+		case err == nil && serr == nil && have == want:
+			// up to date
+		case err == nil && serr == nil && have >= before[key] && have < want:
+			var add []events.Message
+			for _, m := range lines[file] {
+				if m.Seq > have {
+					add = append(add, m)
+				}
+			}
+			errs = append(errs, mailbox.Append(l.MailboxPath(file), l.store.Perm.File, add))
+		default:
+			errs = append(errs, l.rebuildMailbox(file))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		l.forgetFiles()
+		return errors.Join(treeErr, err)
+	}
+	l.noteFiles(files)
+	return treeErr
+}
+
+// projectTree does what acts ask of the mail tree (mailbox.Project),
+// through the agents' mail directories this process holds open
+// (mailDir).
+func (l *Log) projectTree(acts []mailbox.Act) error {
+	tree := l.store.MailTree()
+	return mailbox.Project(acts, func(agent string) (mailbox.AgentBox, error) { return l.mailDir(tree, agent) }, l.closeMailDir)
+}
+
+// rebuildMailbox rewrites one mailbox file from the log, streaming: its
+// memory does not grow with the file.
+func (l *Log) rebuildMailbox(file string) error {
+	c, err := events.Read(l.EventsPath(), 0)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return writeAtomicFunc(l.MailboxPath(file), l.store.Perm.File, false, func(w io.Writer) error {
+		return c.Scan(nil, func(e *events.Event) error {
+			if e.Message == nil || mailbox.FileFor(e.Message) != file {
+				return nil
+			}
+			line, err := events.Marshal(e.Message)
+			if err != nil {
+				return nil
+			}
+			_, err = w.Write(line)
+			return err
+		})
+	})
+}
+
+// writeAtomicFunc writes what fill writes (through a buffer, so that it
+// need not be held in memory whole) to a hidden temporary file beside
+// path and renames it over path; with sync, it fsyncs the file before
+// and the directory after.
+func writeAtomicFunc(path string, perm os.FileMode, sync bool, fill func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	f, err := fsys.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	w := bufio.NewWriterSize(fsysWriter{f}, 64<<10)
+	err = fill(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil && sync {
+		err = fsys.SyncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, perm)
+	}
+	if err == nil {
+		err = fsys.RenameFile(tmp, path)
+	}
+	if err == nil && sync {
+		err = syncDir(dir)
+	}
+	return err
+}
+
+// fsysWriter writes through fsys.Write, so that a test's injected fault
+// reaches buffered writes too.
+type fsysWriter struct{ f *os.File }
+
+func (w fsysWriter) Write(b []byte) (int, error) { return fsys.Write(w.f, b) }
+
+// A job is the projection work of one committed batch: the events (for the
+// mailbox files), what they ask of the mail tree, and the snapshots as of
+// its last event.
+type job struct {
+	evs    []*events.Event // committed events whose projections may be missing, in seq order
+	acts   []mailbox.Act
+	before map[string]int64 // State.Files where projections stood before evs
+	snap   *state.State     // the state after evs, tasks only (a copy)
+	open   *state.State     // a copy of the whole state when open.jsonl is due, else nil
+	done   chan struct{}
+}
+
+// projector runs the Run's projection jobs in order, in one goroutine
+// started on demand.
+type projector struct {
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when jobs finish
+	jobs    []*job
+	running bool
+	pending int  // events in jobs not yet done
+	broken  bool // a job failed: later jobs were skipped; reload before committing more
+	async   bool
+}
+
+// maxPending bounds the events an asynchronous Run may have committed but
+// not yet projected; a writer past it waits for the projector.
+const maxPending = 4096
+
+func (p *projector) init() {
+	if p.cond == nil {
+		p.cond = sync.NewCond(&p.mu)
+	}
+}
+
+// SetAsync sets whether operations return as soon as their events are
+// durable (true), or only once their projections (mailbox files, mail
+// tree, snapshots) are written too (false, the default). With true, a
+// long-lived leader commits its next operation while the projections of
+// the last one are still being written; Sync waits for them. Either way
+// the log is fsynced before an operation returns, and another process
+// never sees projections behind the log while this one holds the run lock.
+func (l *Log) SetAsync(on bool) {
+	l.proj.mu.Lock()
+	l.proj.async = on
+	l.proj.mu.Unlock()
+}
+
+// Sync waits until the projections of every operation committed through
+// r are written (see SetAsync).
+func (l *Log) Sync() {
+	p := &l.proj
+	p.mu.Lock()
+	p.init()
+	for len(p.jobs) > 0 || p.running {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+	l.hmu.Lock()
+	l.flushSnapshot() // pending only while the lock is held; a failure leaves tasks.json behind, which readers replay
+	l.hmu.Unlock()
+}
+
+// enqueue hands a job to the projector, which already holds a run-lock
+// hold for it. With an asynchronous Run it first waits while too many
+// events are waiting for projection.
+func (l *Log) enqueue(j *job) {
+	p := &l.proj
+	p.mu.Lock()
+	p.init()
+	for p.async && p.pending > maxPending {
+		p.cond.Wait()
+	}
+	p.jobs = append(p.jobs, j)
+	p.pending += len(j.evs)
+	if !p.running {
+		p.running = true
+		go l.projectLoop()
+	}
+	p.mu.Unlock()
+}
+
+// projectInline runs j in the calling goroutine, when the Run is
+// synchronous and its projector idle: a lone operation (a crew command)
+// then projects without handing over to another goroutine and back, which
+// costs a process that does one operation more than the projection. It
+// reports whether it ran j.
+func (l *Log) projectInline(j *job) bool {
+	p := &l.proj
+	p.mu.Lock()
+	p.init()
+	if p.async || p.running || len(p.jobs) > 0 {
+		p.mu.Unlock()
+		return false
+	}
+	p.running = true
+	broken := p.broken
+	p.mu.Unlock()
+	if !broken && l.runJobs([]*job{j}) != nil {
+		broken = true
+	}
+	p.mu.Lock()
+	p.broken = p.broken || broken
+	close(j.done)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	l.unhold()
+	l.startQueued()
+	return true
+}
+
+// startQueued starts the projector for jobs queued while an inline job
+// ran, or marks it idle.
+func (l *Log) startQueued() {
+	p := &l.proj
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.jobs) > 0 {
+		go l.projectLoop()
+		return
+	}
+	p.running = false
+	p.cond.Broadcast()
+}
+
+// isAsync reports whether operations return before their projections.
+func (l *Log) isAsync() bool {
+	l.proj.mu.Lock()
+	defer l.proj.mu.Unlock()
+	return l.proj.async
+}
+
+// projectLoop runs the queued jobs, all at once when several are
+// waiting: their mail tree and mailbox files in order, then one snapshot
+// for the last.
+func (l *Log) projectLoop() {
+	p := &l.proj
+	for {
+		p.mu.Lock()
+		jobs := p.jobs
+		p.jobs = nil
+		if len(jobs) == 0 {
+			p.running = false
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		broken := p.broken
+		p.mu.Unlock()
+
+		if !broken && l.runJobs(jobs) != nil {
+			broken = true
+		}
+		p.mu.Lock()
+		if broken {
+			p.broken = true
+		}
+		for _, j := range jobs {
+			p.pending -= len(j.evs)
+			close(j.done)
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		for range jobs {
+			l.unhold()
+		}
+	}
+}
+
+// runJobs projects the jobs' events and checkpoints the snapshots of the
+// last (tasks.json when due, open.jsonl when its job carries it).
+// A projection that could not be written (a full disk, say) stops it
+// before tasks.json moves past the events, so that the next writer replays
+// them and projects them again (every step is idempotent).
+func (l *Log) runJobs(jobs []*job) error {
+	var (
+		evs  []*events.Event
+		acts []mailbox.Act
+		open *state.State
+	)
+	for _, j := range jobs {
+		evs = append(evs, j.evs...)
+		acts = append(acts, j.acts...)
+		if j.open != nil {
+			open = j.open
+		}
+	}
+	last := jobs[len(jobs)-1]
+	if err := l.project(acts, evs, last.snap.Files, jobs[0].before); ioFailure(err) {
+		return err
+	}
+	if err := l.checkpoint(last.snap); err != nil {
+		return err
+	}
+	if open != nil && l.writeOpenSnapshot(open) != nil {
+		// commitBatch noted it as written; it is not: read the real one's
+		// header next time, so it comes due again.
+		l.openKnown.Store(false)
+	}
+	return nil
+}
+
+func (p *projector) isBroken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.broken
+}

@@ -1,0 +1,412 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/internal/jsonl"
+	"github.com/crew-dev/crew/state"
+)
+
+// The snapshots: tasks.json (the tasks, sealed with a CRC and rewritten
+// keeping inodes) and open.jsonl (the open messages), both projections of
+// the log that readers start from instead of replaying it whole
+// (docs/files.md, Snapshots). Neither is fsynced: a lost or torn one is
+// rebuilt from the log.
+
+// readSnapshot returns the state in tasks.json when it matches the log
+// (the line just before its offset has its seq), else an empty state: a
+// missing, stale-beyond-the-log or corrupt snapshot is rebuilt from the log
+// without user action. The state has its tasks only (State.Open is nil).
+func (l *Log) readSnapshot() *state.State {
+	empty := state.NewTasks()
+	for range 3 { // a snapshot read while it was rewritten is read again
+		data, err := readSnapshotFile(l.path("tasks.json"))
+		if err != nil {
+			return empty
+		}
+		obj, whole := openJSON(data)
+		if !whole {
+			continue
+		}
+		st := &state.State{}
+		if json.Unmarshal(obj, st) != nil || !l.matchesLog(st) {
+			return empty
+		}
+		return st
+	}
+	return empty
+}
+
+// writeSnapshot replaces tasks.json atomically, keeping inodes
+// (rewriteKeepingInodes: it is rewritten after every burst of commits),
+// sealed with its checksum (sealJSON). It is a projection, so it is not
+// fsynced: a lost snapshot is rebuilt from the log.
+func (l *Log) writeSnapshot(st *state.State) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return rewriteKeepingInodes(l.path("tasks.json"), l.store.Perm.File, func(w io.Writer) error {
+		_, err := w.Write(sealJSON(data))
+		return err
+	})
+}
+
+// snapshotEvery is how many events tasks.json may fall behind the log
+// while a process keeps the run lock through a burst of commits: a reader
+// replays at most that many events after it. A process that lets the
+// lock go, or Syncs, writes it first.
+const snapshotEvery = 128
+
+// checkpoint writes st (the state after a projection job) to tasks.json
+// when it is due, and otherwise keeps it to write later (lockEpoch).
+func (l *Log) checkpoint(st *state.State) error {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	l.held.pending = st
+	if l.held.snapSeq > 0 && st.Seq-l.held.snapSeq < snapshotEvery {
+		return nil
+	}
+	return l.flushSnapshot()
+}
+
+// flushSnapshot writes the pending state, if any, to tasks.json. The
+// caller holds hmu and the run lock.
+func (l *Log) flushSnapshot() error {
+	st := l.held.pending
+	if st == nil {
+		return nil
+	}
+	l.held.pending = nil
+	if err := l.writeSnapshot(st); err != nil {
+		l.held.snapSeq = 0
+		return err
+	}
+	l.held.snapSeq = st.Seq
+	return nil
+}
+
+// openDue reports whether open.jsonl, last written at seq since with
+// count open messages, should be written again for a state at seq: once
+// the events after it would cost a reader more to replay than the
+// snapshot costs to write (every 128 events, or one per four open
+// messages when there are more).
+func openDue(seq, since, count int64) bool {
+	return seq-since >= 128+count/4
+}
+
+// openHeader is the first line of open.jsonl: which state it holds, and
+// how many open messages, so that a writer can tell whether it is due
+// without reading the rest.
+type openHeader struct {
+	Seq    int64 `json:"seq"`
+	Offset int64 `json:"offset"`
+	Open   int64 `json:"open"`
+}
+
+// openSnapshotState returns the seq and open-message count of open.jsonl
+// as this process last read or wrote it, reading its first line if it has
+// not (0, 0 when there is none).
+func (l *Log) openSnapshotState() (seq, count int64) {
+	if l.openKnown.Load() {
+		return l.openSeq.Load(), l.openCount.Load()
+	}
+	var h openHeader
+	if f, err := openSnapshot(l.path("open.jsonl")); err == nil {
+		if line, err := jsonl.NewReader(f, 0, 1).Next(); err == nil {
+			json.Unmarshal(line.Data, &h)
+		}
+		f.Close()
+	}
+	l.noteOpenSnapshot(h.Seq, h.Open)
+	return h.Seq, h.Open
+}
+
+func (l *Log) noteOpenSnapshot(seq, count int64) {
+	l.openSeq.Store(seq)
+	l.openCount.Store(count)
+	l.openKnown.Store(true)
+}
+
+// openLine is one line of open.jsonl after the first two: an open message
+// and its key in State.Open.
+type openLine struct {
+	Key string `json:"key"`
+	state.Open
+}
+
+// writeOpenSnapshot writes open.jsonl: a header (openHeader), the state's
+// tasks as tasks.json holds them, then one open message per line, in seq
+// order. Like tasks.json it is a projection, replaced atomically and not
+// fsynced; unlike it, it is not rewritten on every commit (see openDue): a
+// reader that needs the open messages reads it and replays the log after
+// it.
+func (l *Log) writeOpenSnapshot(st *state.State) error {
+	err := writeAtomicFunc(l.path("open.jsonl"), l.store.Perm.File, false, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))}); err != nil {
+			return err
+		}
+		if err := enc.Encode(st.CopyTasks()); err != nil {
+			return err
+		}
+		keys := make([]string, 0, len(st.Open))
+		for k := range st.Open {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := st.Open[keys[i]], st.Open[keys[j]]
+			if a.Seq != b.Seq {
+				return a.Seq < b.Seq
+			}
+			return keys[i] < keys[j]
+		})
+		for _, k := range keys {
+			if err := enc.Encode(openLine{Key: k, Open: *st.Open[k]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		l.noteOpenSnapshot(st.Seq, int64(len(st.Open)))
+	}
+	return err
+}
+
+// readOpenSnapshot returns the whole state in open.jsonl when it matches
+// the log, or an empty state. It keeps the open messages empty tracks
+// (state.For: one participant's), and returns empty.Fresh() when there
+// is no usable snapshot.
+func (l *Log) readOpenSnapshot(empty *state.State) *state.State {
+	fresh := empty.Fresh
+	f, err := openSnapshot(l.path("open.jsonl"))
+	if err != nil {
+		return fresh()
+	}
+	defer f.Close()
+	rd := jsonl.NewReader(f, 0, 1)
+	var h openHeader
+	if line, err := rd.Next(); err != nil || json.Unmarshal(line.Data, &h) != nil {
+		return fresh()
+	}
+	line, err := rd.Next()
+	if err != nil {
+		return fresh()
+	}
+	st := fresh()
+	st.Files = nil
+	if json.Unmarshal(line.Data, st) != nil || st.Seq != h.Seq || st.Offset != h.Offset || !l.matchesLog(st) {
+		return fresh()
+	}
+	st.Open = make(map[string]*state.Open, min(h.Open, 1<<20))
+	n := int64(0)
+	for {
+		line, err := rd.Next()
+		if err != nil {
+			break // the end: the file was renamed into place whole
+		}
+		var ol openLine
+		if json.Unmarshal(line.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != state.Key(ol.ID, events.Broadcast, ol.Task)) {
+			return fresh()
+		}
+		n++
+		if !st.Tracks(ol.Task) {
+			continue
+		}
+		o := ol.Open
+		o.Task, o.Kind, o.File, o.Priority, o.Status, o.From = state.Intern(o.Task), state.Intern(o.Kind), state.Intern(o.File), state.Intern(o.Priority), state.Intern(o.Status), state.Intern(o.From)
+		key := o.ID // the same string: one copy
+		if ol.Key != o.ID {
+			key = ol.Key
+		}
+		st.Open[key] = &o
+	}
+	if n != h.Open {
+		return fresh() // cut short: not the file a writer renamed into place
+	}
+	l.noteOpenSnapshot(st.Seq, n)
+	return st
+}
+
+// matchesLog reports whether a snapshot's seq and offset agree with the
+// log: the line that ends at its offset has its seq. It also fills in
+// what a snapshot from an older crew lacks.
+func (l *Log) matchesLog(st *state.State) bool {
+	if st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
+		return false
+	}
+	f, err := os.Open(l.EventsPath())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, ok, err := jsonl.LineBefore(f, st.Offset)
+	if err != nil || !ok {
+		return false
+	}
+	if seq, ok := jsonl.SeqOf(line.Data); !ok || seq != st.Seq {
+		return false
+	}
+	if st.Tasks == nil {
+		st.Tasks = map[string]*state.Task{}
+	}
+	return true
+}
+
+// rewriteKeepingInodes replaces the file at path with what fill writes,
+// as a rename over it does for readers that open it afterwards (they see
+// the old file or the new one whole), but without creating a file or
+// deleting one: the new content is written into a spare file kept beside
+// it, ".<name>.spare", which then takes the name, and the replaced file
+// becomes the spare for the next time:
+//
+//	write .<name>.spare    (truncated first; a hidden name readers never open)
+//	link  <name> -> .<name>.old
+//	rename .<name>.spare -> <name>
+//	rename .<name>.old -> .<name>.spare
+//
+// Why: a projection rewritten on every commit would otherwise free an
+// inode each time, and ext4 without a journal (this project's CI disks)
+// does not reuse a freed inode for a minute or more, but walks past every
+// one of them on each new file it creates (fs/ext4/ialloc.c,
+// recently_deleted), so that creating a message's mail-tree copy grew
+// from about 15 µs to over 100 µs under a steady rewrite.
+//
+// A crash at any step leaves the file whole (the old or the new), and at
+// worst a stale .old or no spare, both mended by the next call; a spare
+// it cannot use is replaced (openSpare), and where none can be made it
+// writes a new file and renames it over, freeing an inode. A reader
+// still holding the replaced file open when the spare is rewritten two
+// calls later can see a mix of the two or a part of the new, so the
+// content must tell whether it is whole (sealJSON, openJSON). The file
+// is not fsynced: it is a projection.
+func rewriteKeepingInodes(path string, perm os.FileMode, fill func(io.Writer) error) error {
+	dir, name := filepath.Split(path)
+	spare := filepath.Join(dir, "."+name+".spare")
+	old := filepath.Join(dir, "."+name+".old")
+	f, err := openSpare(spare, perm)
+	if err != nil {
+		// No spare this process can write (a directory took its name, or
+		// the directory refuses a new file): a new file renamed over the
+		// old one, as any atomic rewrite, frees an inode this time.
+		return writeAtomicFunc(path, perm, false, fill)
+	}
+	err = fsys.TruncateFile(f, 0)
+	if err == nil {
+		w := bufio.NewWriterSize(fsysWriter{f}, 64<<10)
+		if err = fill(w); err == nil {
+			err = w.Flush()
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// Keep the file being replaced (if any) as the next spare.
+	err = os.Link(path, old)
+	if errors.Is(err, fs.ErrExist) {
+		os.Remove(old) // left by a crash between the link and the renames
+		err = os.Link(path, old)
+	}
+	kept := err == nil // else (no file yet, a directory, a full directory) it is not kept
+	if err := fsys.RenameFile(spare, path); err != nil {
+		if kept {
+			os.Remove(old)
+		}
+		return err
+	}
+	if kept {
+		os.Rename(old, spare) // failing, .old is mended next time
+	}
+	return nil
+}
+
+// openSpare opens the spare file for rewriting, creating it if missing.
+// It must be a regular file with no other name (a hard link elsewhere,
+// a backup made with cp -al say, would be rewritten too) whose mode this
+// process can set (its owner's: a shared-group run has writers of
+// several users); anything else at its name is removed, never written
+// through (docs/files.md, Permissions), and a new spare made.
+func openSpare(spare string, perm os.FileMode) (*os.File, error) {
+	f, err := fsys.OpenNoFollow(spare, os.O_WRONLY|os.O_CREATE, perm)
+	if err == nil {
+		fi, err := f.Stat()
+		if err == nil && fsys.Links(fi) == 1 && (fi.Mode().Perm() == perm.Perm() || f.Chmod(perm) == nil) {
+			return f, nil
+		}
+		f.Close()
+	}
+	if err := os.Remove(spare); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	f, err = fsys.OpenFile(spare, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openSnapshot opens a snapshot file (tasks.json, open.jsonl) for
+// reading. It must be a regular file: a symbolic link, a FIFO or a
+// device (whose reading could block, or never end) is refused with an
+// error wrapping fsys.ErrLink, and the snapshot is then rebuilt from the
+// log like any unusable one.
+func openSnapshot(path string) (*os.File, error) { return fsys.OpenNoFollow(path, os.O_RDONLY, 0) }
+
+// readSnapshotFile reads the whole snapshot file at path (openSnapshot).
+func readSnapshotFile(path string) ([]byte, error) {
+	f, err := openSnapshot(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// sealJSON appends to the JSON object obj (compact, ending in '}') its
+// CRC-32 (IEEE) as a last key, "crc32", and a newline:
+//
+//	{"seq":12,...,"crc32":"8f2a01c3"}
+//
+// A file rewritten in place (rewriteKeepingInodes) can be read while it
+// is being rewritten, as a mix of the old and the new or a prefix of the
+// new; the checksum tells a whole one from those (openJSON).
+func sealJSON(obj []byte) []byte {
+	sum := crc32.ChecksumIEEE(obj)
+	return fmt.Appendf(obj[:len(obj)-1], `,"crc32":"%08x"}`+"\n", sum)
+}
+
+// openJSON returns the object sealJSON sealed, or ok=false if data is not
+// such an object whole: read while it was rewritten, changed by hand, or
+// written without a seal (by an older crew); a snapshot that is not whole
+// is rebuilt from the log.
+func openJSON(data []byte) (obj []byte, ok bool) {
+	const n = len(`,"crc32":"00000000"}` + "\n")
+	if len(data) < n || !bytes.HasPrefix(data[len(data)-n:], []byte(`,"crc32":"`)) {
+		return nil, false
+	}
+	body := append(bytes.Clone(data[:len(data)-n]), '}')
+	sum, err := strconv.ParseUint(string(data[len(data)-n+10:len(data)-3]), 16, 32)
+	return body, err == nil && uint32(sum) == crc32.ChecksumIEEE(body)
+}

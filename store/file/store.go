@@ -1,0 +1,354 @@
+package file
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
+)
+
+// DirName is the name of the state root directory, found like git finds
+// .git.
+const DirName = ".crew"
+
+// Store is a state root on the file system: the .crew directory, which
+// holds state/runs/<run>/ and the per-agent mail tree state/mail/
+// (docs/files.md, Layout). It implements store.Store.
+type Store struct {
+	dir  string    // absolute path of the .crew directory
+	Perm crew.Perm // modes for new files and directories
+}
+
+// Dir returns the absolute path of the .crew directory.
+func (r *Store) Dir() string { return r.dir }
+
+// String names the store in messages: its directory.
+func (r *Store) String() string { return r.dir }
+
+// Init creates a state root at dir/.crew (or dir itself when it is named
+// .crew) and returns it. Initialising an existing root is not an error.
+func Init(dir string, perm crew.Perm) (*Store, error) {
+	if filepath.Base(dir) != DirName {
+		dir = filepath.Join(dir, DirName)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Store{dir: abs, Perm: perm}
+	for _, d := range []string{r.dir, filepath.Join(r.dir, "state"), r.runsDir(), r.MailTree().Root} {
+		if err := mkdir(d, perm); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Find returns the state root for dir: dir itself if it is a .crew
+// directory or holds one, else the nearest ancestor that holds one. No
+// state root is crew.ErrNotFound, with a hint to run crew init.
+func Find(dir string, perm crew.Perm) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Base(abs) == DirName && isDir(abs) {
+		return checkLayout(&Store{dir: abs, Perm: perm})
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if isDir(filepath.Join(d, DirName)) {
+			return checkLayout(&Store{dir: filepath.Join(d, DirName), Perm: perm})
+		}
+		if filepath.Dir(d) == d {
+			return nil, fmt.Errorf("no .crew directory in %s or any parent; run crew init: %w", abs, crew.ErrNotFound)
+		}
+	}
+}
+
+// checkLayout returns r if the directories crew keeps inside it (state,
+// state/runs, state/mail) are real directories or missing: one that is a
+// symbolic link (or not a directory) is refused, with crew.ErrInvalid, so
+// that no write goes through it (docs/files.md, Permissions). The .crew directory itself
+// may be a link: it is where the user put the state root.
+func checkLayout(r *Store) (*Store, error) {
+	for _, d := range []string{filepath.Join(r.dir, "state"), r.runsDir(), r.MailTree().Root} {
+		if err := realDir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// realDir returns nil if dir is a directory and not a symbolic link to
+// one; an error wrapping crew.ErrInvalid if it is a link or no directory;
+// Lstat's error (os.ErrNotExist for a missing one) otherwise.
+func realDir(dir string) error {
+	st, err := os.Lstat(dir)
+	switch {
+	case err != nil:
+		return err
+	case st.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link; crew does not follow links inside the state root: %w", dir, crew.ErrInvalid)
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory: %w", dir, crew.ErrInvalid)
+	}
+	return nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// mkdir creates dir with perm.Dir if missing; an existing path must be a
+// real directory, not a symlink (docs/files.md, Permissions: writes never follow symlinks in
+// the state root).
+func mkdir(dir string, perm crew.Perm) error {
+	if err := realDir(dir); !errors.Is(err, os.ErrNotExist) {
+		return err // there (nil), or refused
+	}
+	if err := fsys.Mkdir(dir, perm.Dir); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, perm.Dir) // umask must not loosen or tighten the documented mode
+}
+
+func (r *Store) runsDir() string { return filepath.Join(r.dir, "state", "runs") }
+
+// MailTree returns the per-agent mail tree (docs/mail-tree.md):
+// .crew/state/mail.
+func (r *Store) MailTree() mailbox.Tree {
+	return mailbox.Tree{Root: filepath.Join(r.dir, "state", "mail"), Perm: r.Perm}
+}
+
+// Mail implements store.Store: MailTree.
+func (r *Store) Mail() mailbox.Store { return r.MailTree() }
+
+// Create implements store.Store: the run's directory, manifest.json, an
+// events.jsonl holding first, the mailbox directory and the leader's
+// mail directory. The run is built in a hidden directory, its files
+// fsynced, then renamed into place (and the directory fsynced), so it
+// exists whole or not at all (docs/files.md, Write order).
+func (r *Store) Create(ctx context.Context, first *events.Event) (store.Log, error) {
+	m, err := store.FirstEvent(first)
+	if err != nil {
+		return nil, err
+	}
+	if err := mkdir(r.runsDir(), r.Perm); err != nil {
+		return nil, err
+	}
+	// One creator at a time, from the check for an id in use (in any
+	// letter case) to the run's appearance: two ids that differ only in
+	// case must not both be made (docs/concepts.md, Identifiers).
+	unlock, err := fsys.LockFile(filepath.Join(r.dir, "state", ".runs.lock"), r.Perm.File)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	existing, err := r.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range existing {
+		if crew.SameID(id, m.ID) {
+			return nil, fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+		}
+	}
+	line, err := events.Marshal(first)
+	if err != nil {
+		return nil, err
+	}
+	undo, err := r.CreateMailbox(m.Leader)
+	if err != nil {
+		return nil, err
+	}
+	created := false
+	defer func() {
+		if !created {
+			undo()
+		}
+	}()
+	if err := r.build(m, line); err != nil {
+		return nil, err
+	}
+	created = true
+	return r.Open(ctx, m.ID)
+}
+
+// build writes run m's files, its log holding line, into a hidden
+// directory and renames it into place.
+func (r *Store) build(m state.Manifest, line []byte) error {
+	tmp, err := os.MkdirTemp(r.runsDir(), ".new-"+m.ID+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // after a successful rename, tmp no longer exists
+	if err := os.Chmod(tmp, r.Perm.Dir); err != nil {
+		return err
+	}
+	mj, _ := json.MarshalIndent(m, "", "  ")
+	files := []struct {
+		name string
+		data []byte
+	}{{"manifest.json", append(mj, '\n')}, {"events.jsonl", line}, {"run.lock", nil}}
+	for _, f := range files {
+		if err := writeFileSync(filepath.Join(tmp, f.name), f.data, r.Perm.File); err != nil {
+			return err
+		}
+	}
+	if err := mkdir(filepath.Join(tmp, "mailbox"), r.Perm); err != nil {
+		return err
+	}
+	for _, name := range mailbox.Files {
+		// Empty projections (not fsynced: the log can rebuild them), so
+		// that a mailbox file found missing later is known to be lost.
+		if err := os.WriteFile(filepath.Join(tmp, "mailbox", name), nil, r.Perm.File); err != nil {
+			return err
+		}
+		if err := os.Chmod(filepath.Join(tmp, "mailbox", name), r.Perm.File); err != nil {
+			return err
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	dir := filepath.Join(r.runsDir(), m.ID)
+	if err := fsys.RenameFile(tmp, dir); err != nil {
+		if errors.Is(err, os.ErrExist) || isDir(dir) {
+			return fmt.Errorf("run %s already exists: %w", m.ID, crew.ErrConflict)
+		}
+		return err
+	}
+	if err := syncDir(r.runsDir()); err != nil {
+		os.Rename(dir, tmp) // not durable, so not created: take it back
+		return err
+	}
+	return nil
+}
+
+// CreateMailbox implements store.Store. The undo function removes only
+// empty directories, and only those this call made.
+func (r *Store) CreateMailbox(agent string) (undo func(), err error) {
+	tree := r.MailTree()
+	if _, err := os.Lstat(tree.Dir(agent)); err == nil || crew.ValidateID("agent", agent) != nil {
+		// There already (or a link, which Create refuses): not ours to remove.
+		return func() {}, tree.Create(agent)
+	}
+	undo = func() {
+		os.Remove(filepath.Join(tree.Dir(agent), mailbox.ArchiveDir))
+		os.Remove(tree.Dir(agent))
+	}
+	if err := tree.Create(agent); err != nil {
+		undo()
+		return nil, err
+	}
+	return undo, nil
+}
+
+// Runs implements store.Store: the run directories (hidden ones, runs
+// being created, are skipped), sorted.
+func (r *Store) Runs(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(r.runsDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func readManifest(dir string) (state.Manifest, error) {
+	var m state.Manifest
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return m, fmt.Errorf("read manifest of run %s: %w", filepath.Base(dir), err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("read manifest of run %s: %v: %w", filepath.Base(dir), err, crew.ErrDamaged)
+	}
+	return m, nil
+}
+
+// Open implements store.Store. An unknown run is crew.ErrNotFound; a run
+// directory that is a symbolic link is refused (crew.ErrInvalid).
+func (r *Store) Open(ctx context.Context, id string) (store.Log, error) {
+	return r.open(id)
+}
+
+func (r *Store) open(id string) (*Log, error) {
+	if err := crew.ValidateID("run", id); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.runsDir(), id)
+	st, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrInvalid)
+	}
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Log{store: r, dir: dir, manifest: m}, nil
+}
+
+// writeFileSync creates path exclusively with mode perm, writes data and
+// fsyncs it.
+func writeFileSync(path string, data []byte, perm os.FileMode) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := fsys.Write(f, data); err != nil {
+		f.Close()
+		os.Remove(path) // created above (O_EXCL): a failure leaves nothing
+		return err
+	}
+	if err := fsys.SyncFile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, perm)
+}
+
+// syncDir fsyncs a directory, making the names created in it durable
+// (fsync(2) on the directory, as Maildir delivery requires).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := fsys.SyncFile(d); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

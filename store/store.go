@@ -1,0 +1,169 @@
+// Package store is the narrow interface between crew's operations
+// (package run) and where a state root lives: a Store holds runs and the
+// per-agent mail tree; a Log is one run's append-only event log with the
+// state reduced from it. The operations, the reducer (package state) and
+// the task state machine are written once, on top of these interfaces;
+// a store only keeps events in order and projects them.
+//
+// Two implementations exist: store/file (a .crew directory: group commit
+// under a file lock, snapshots, mailbox files, a Maildir-style mail
+// tree) and store/nats (NATS JetStream: a stream per run, a key-value
+// bucket for the mail tree). Both pass store/storetest, the conformance
+// suite a third store would run too (as hashicorp/raft's LogStore
+// tests do for its stores).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
+	"github.com/crew-dev/crew/state"
+)
+
+// Store is a state root: the runs and the per-agent mail tree
+// (docs/files.md, Layout; docs/nats.md).
+type Store interface {
+	// Create makes a new run whose log begins with first: seq 1, type
+	// run.created, Data the run's state.Manifest. It also gives the
+	// leader (first.Actor) a mailbox. A run appears whole or not at
+	// all. An id in use in any letter case is crew.ErrConflict; a bad
+	// id crew.ErrInvalid.
+	Create(ctx context.Context, first *events.Event) (Log, error)
+	// Open opens an existing run: crew.ErrNotFound when there is none,
+	// crew.ErrDamaged when its manifest cannot be read.
+	Open(ctx context.Context, id string) (Log, error)
+	// Runs returns the ids of the runs, sorted.
+	Runs(ctx context.Context) ([]string, error)
+	// Mail returns the per-agent mail tree (docs/mail-tree.md).
+	Mail() mailbox.Store
+	// CreateMailbox makes agent's mailbox if it has none, and returns a
+	// function that removes it again if this call made it, for an
+	// operation that then fails (docs/guarantees.md, 5).
+	CreateMailbox(agent string) (undo func(), err error)
+	// Dir is the state root's directory, "" for a store without one.
+	Dir() string
+	// String names the store in messages, without credentials.
+	String() string
+}
+
+// Log is one run's log. Its methods are safe for concurrent use; any
+// number of processes may hold a Log of the same run.
+type Log interface {
+	// Manifest returns the run's manifest, as read when it was opened.
+	Manifest() state.Manifest
+	// Commit validates c against the run's state at the end of its log
+	// and appends the event c.Validate returns as the next seq, durably,
+	// before it returns it (nil, nil when Validate has nothing to
+	// write). Validate may run more than once (a store that lost a race
+	// validates again), so it must have no effects of its own. A
+	// cancelled ctx commits nothing. Errors: Validate's, ctx's,
+	// crew.ErrDamaged for a log whose end is damaged, or the store's.
+	Commit(ctx context.Context, c Change) (*events.Event, error)
+	// State returns the state at the end of the log, reduced into
+	// empty: state.New() (every open message), state.NewTasks() (tasks
+	// only) or state.For(participant). Damage met on the way is in
+	// State.Damage.
+	State(ctx context.Context, empty *state.State) (*state.State, error)
+	// Events returns a cursor on the log after seq since (0: the whole
+	// log). Close it.
+	Events(since int64) (Cursor, error)
+	// Watch returns a Waiter that wakes when the log may have grown
+	// after Watch was called.
+	Watch() Waiter
+	// Bodies calls fn with the stored message of each open entry of
+	// list, which is in seq order, carrying the entry's status.
+	Bodies(ctx context.Context, list []*state.Open, fn func(*events.Message) error) error
+	// Dir is the run's directory, "" for a run without one.
+	Dir() string
+	// String names the log in messages: the path of events.jsonl, or the
+	// run on its server.
+	String() string
+}
+
+// A Change is one operation to commit.
+type Change struct {
+	// Validate sees the run's state (with the effects of the changes
+	// committed before it in the same batch) and returns the event to
+	// append, without seq, time or run (the log stamps them); nil means
+	// nothing to write.
+	Validate func(*state.State) (*events.Event, error)
+	// Open is set when Validate reads State.Open.
+	Open bool
+	// View, when set, is a state the caller read (state.For one
+	// participant). A store may validate against it, brought up to the
+	// log's end, instead of loading every open message (the file store
+	// does); either way View is brought up to the committed event too.
+	View *state.State
+}
+
+// FirstEvent checks that first can begin a run's log: seq 1, type
+// run.created, its Data the run's manifest naming first.Run, with a
+// valid id. It returns the manifest, or an error wrapping
+// crew.ErrInvalid. Every store's Create checks it before it makes
+// anything.
+func FirstEvent(first *events.Event) (state.Manifest, error) {
+	var m state.Manifest
+	if err := json.Unmarshal(first.Data, &m); err != nil || first.Type != events.RunCreated || first.Seq != 1 || m.ID != first.Run {
+		return m, fmt.Errorf("create run %s: the first event must be run.created with seq 1 and the run's manifest: %w", first.Run, crew.ErrInvalid)
+	}
+	if err := crew.ValidateID("run", m.ID); err != nil {
+		return m, err
+	}
+	return m, crew.ValidateID("agent", m.Leader)
+}
+
+// Cursor reads a run's events from a seq on, in order: Next returns the
+// next event, io.EOF at the end of the log (and, called again later,
+// what was appended meanwhile), a *events.DamageError for a damaged
+// line of a file log (then goes on); Scan is events.Scan over Next.
+type Cursor interface {
+	Next() (events.Event, error)
+	Scan(damage func(*events.DamageError), fn func(*events.Event) error) error
+	Close() error
+}
+
+// Waiter is what Log.Watch returns: Wait blocks until the log may have
+// grown (a hint: read from a cursor to see what is new) or ctx ends;
+// Close stops it.
+type Waiter interface {
+	Wait(context.Context) error
+	Close() error
+}
+
+// Projector is a Log whose projections (mailbox files, mail tree,
+// snapshots) may be written after an operation returns: the file
+// store's. Logs that project before they return need not implement it.
+type Projector interface {
+	// SetAsync sets whether operations return as soon as their events
+	// are durable (true), or only once their projections are written
+	// too (false, the default).
+	SetAsync(on bool)
+	// Sync waits until the projections of every operation committed
+	// through the Log are written.
+	Sync()
+}
+
+// Repairer is a Log whose bytes can be damaged and repaired: the file
+// store's.
+type Repairer interface {
+	// Repair verifies the log, moves damaged bytes aside and rebuilds
+	// every projection (docs/guarantees.md, 4).
+	Repair(ctx context.Context) (*RepairReport, error)
+}
+
+// RepairReport says what a repair found and did.
+type RepairReport struct {
+	Run         string   `json:"run"`
+	Events      int64    `json:"events"`                // events in the log after repair
+	Damaged     []string `json:"damaged,omitempty"`     // what was wrong, one entry per place
+	Quarantine  string   `json:"quarantine,omitempty"`  // file the damaged bytes were moved to
+	LostSeqs    []int64  `json:"lostSeqs,omitempty"`    // seqs that no readable line holds
+	TornBytes   int64    `json:"tornBytes,omitempty"`   // bytes of an unterminated last line moved aside
+	Rebuilt     bool     `json:"rebuilt"`               // projections rebuilt from the log
+	TempRemoved int      `json:"tempRemoved,omitempty"` // temporary files left by killed writers, removed
+	RepairedSeq int64    `json:"repairedSeq,omitempty"`
+}
