@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -365,10 +364,4 @@ func duration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q: use e.g. 30s, 10m, 2h, 1d: %w", s, crew.ErrInvalid)
 	}
 	return d, nil
-}
-
-// prettyJSON is for human output of structured data.
-func prettyJSON(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }
