@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,17 +100,6 @@ func reorder(app *cli.App, args []string) []string {
 	help := false
 	cmds := app.Commands
 	var cur *cli.Command
-	isBool := func(name string, fs []cli.Flag) (known, boolean bool) {
-		for _, f := range fs {
-			for _, n := range f.Names() {
-				if n == name {
-					_, b := f.(*cli.BoolFlag)
-					return true, b
-				}
-			}
-		}
-		return false, false
-	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -120,48 +110,25 @@ func reorder(app *cli.App, args []string) []string {
 			break
 		}
 		if len(a) > 1 && a[0] == '-' {
-			name := strings.TrimLeft(a, "-")
-			hasValue := strings.Contains(name, "=")
-			name, _, _ = strings.Cut(name, "=")
-			take := func(dst *[]string, boolean bool) {
-				*dst = append(*dst, a)
-				if !hasValue && !boolean && i+1 < len(args) {
-					i++
-					*dst = append(*dst, args[i])
-				}
-			}
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			isHelp := name == "help" || name == "h"
 			help = help || isHelp
-			if known, b := isBool(name, app.Flags); known && !isHelp {
-				take(&globals, b)
-				continue
+			global, boolean := flagKind(app, cur, name, isHelp)
+			dst := &flags
+			if global {
+				dst = &globals
 			}
-			// --help stays with its command (crew task add --help shows
-			// task add's help). A flag before the command name (crew --run
-			// r1 task list) is judged by the commands that define it.
-			fs := allFlags(app.Commands)
-			if cur != nil {
-				fs = append(append([]cli.Flag{}, cur.Flags...), app.Flags...)
+			*dst = append(*dst, a)
+			if !hasValue && !boolean && i+1 < len(args) {
+				i++
+				*dst = append(*dst, args[i])
 			}
-			known, b := isBool(name, fs)
-			if !known {
-				b = true // unknown: leave it for cli to refuse
-			}
-			take(&flags, b)
 			continue
 		}
-		if len(positional) == 0 {
-			var next *cli.Command
-			for _, c := range cmds {
-				if c.HasName(a) {
-					next = c
-				}
-			}
-			if next != nil {
-				path = append(path, a)
-				cur, cmds = next, next.Subcommands
-				continue
-			}
+		if next := subcommand(cmds, a); next != nil && len(positional) == 0 {
+			path = append(path, a)
+			cur, cmds = next, next.Subcommands
+			continue
 		}
 		positional = append(positional, a)
 	}
@@ -176,6 +143,48 @@ func reorder(app *cli.App, args []string) []string {
 		out = append(out, "--")
 	}
 	return append(out, positional...)
+}
+
+// flagKind tells reorder where the flag name goes (global: ahead of the
+// command name; --help never is) and whether it is boolean (takes no
+// separate value). A flag before the command name (crew --run r1 task
+// list) is judged by the commands that define it; an unknown one counts
+// as boolean and is left for cli to refuse.
+func flagKind(app *cli.App, cur *cli.Command, name string, isHelp bool) (global, boolean bool) {
+	if known, b := lookupFlag(name, app.Flags); known && !isHelp {
+		return true, b
+	}
+	fs := allFlags(app.Commands)
+	if cur != nil {
+		fs = append(append([]cli.Flag{}, cur.Flags...), app.Flags...)
+	}
+	if known, b := lookupFlag(name, fs); known {
+		return false, b
+	}
+	return false, true
+}
+
+// lookupFlag reports whether one of fs is called name, and whether it is
+// a boolean flag.
+func lookupFlag(name string, fs []cli.Flag) (known, boolean bool) {
+	for _, f := range fs {
+		if slices.Contains(f.Names(), name) {
+			_, b := f.(*cli.BoolFlag)
+			return true, b
+		}
+	}
+	return false, false
+}
+
+// subcommand returns the command of cmds called name, or nil.
+func subcommand(cmds []*cli.Command, name string) *cli.Command {
+	var found *cli.Command
+	for _, c := range cmds {
+		if c.HasName(name) {
+			found = c
+		}
+	}
+	return found
 }
 
 // allFlags returns the flags of cmds and of all their subcommands.
