@@ -163,42 +163,6 @@ func messageCommands() []*cli.Command {
 	}
 }
 
-// worker resolves the run, the worker's task (--task / CREW_TASK) and its
-// agent (--as / CREW_AGENT, else the task's agent).
-func (e *env) worker() (*run.Run, string, string, error) {
-	id, err := e.task()
-	if err != nil {
-		return nil, "", "", err
-	}
-	r, err := e.run()
-	if err != nil {
-		return nil, "", "", err
-	}
-	from, err := e.actor("")
-	if err != nil {
-		return nil, "", "", err
-	}
-	if from == "" {
-		from = e.defaultAgent(r, id)
-	}
-	return r, id, from, nil
-}
-
-// withTimeout derives a context from --timeout, if given.
-func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
-	t := c.String("timeout")
-	if t == "" {
-		ctx, cancel := context.WithCancel(c.Context)
-		return ctx, cancel, nil
-	}
-	d, err := duration(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, d)
-	return ctx, cancel, nil
-}
-
 func ask(c *cli.Context) error {
 	e := newEnv(c)
 	if c.String("timeout") != "" && !c.Bool("wait") {

@@ -137,19 +137,6 @@ func readCommands() []*cli.Command {
 	}
 }
 
-// reader is the participant a reading command acts for: the task given by
-// --task / CREW_TASK, else the leader.
-func (e *env) reader() (*run.Run, string, error) {
-	r, err := e.run()
-	if err != nil {
-		return nil, "", err
-	}
-	if id := e.c.String("task"); id != "" {
-		return r, id, crew.ValidateID("task", id)
-	}
-	return r, run.Leader, nil
-}
-
 func (e *env) readMailbox(who string) error {
 	r, err := e.run()
 	if err != nil {
@@ -281,13 +268,4 @@ func eventText(ev *events.Event) string {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))
 	}
 	return b.String()
-}
-
-// shorten cuts s to at most n runes, marking the cut with "…".
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

@@ -187,21 +187,6 @@ type runRecord struct {
 	TaskList []*state.Task `json:"taskList,omitempty"`
 }
 
-// runArg opens the run named by the first argument, else --run / latest.
-func (e *env) runArg() (*run.Run, error) {
-	if e.c.Args().Len() > 1 {
-		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
-	}
-	if id := e.c.Args().First(); id != "" {
-		root, err := e.root()
-		if err != nil {
-			return nil, err
-		}
-		return root.Open(id)
-	}
-	return e.run()
-}
-
 // summary is a one-line count of task states: "3/5 done · 1 waiting".
 func summary(st *state.State) string { return reports.Summary(st) }
 
@@ -289,11 +274,4 @@ func runWait(c *cli.Context) error {
 		e.emit(runRecord{Manifest: r.Manifest, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}, summary(st))
 	}
 	return err
-}
-
-func printTasks(e *env, ts []*state.Task) {
-	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", "TASK", "STATUS", "AGENT", "TITLE")
-	for _, t := range ts {
-		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, escape(t.Title))
-	}
 }

@@ -234,14 +234,3 @@ func (e *env) taskArg() (*run.Run, string, string, error) {
 	}
 	return r, id, actor, nil
 }
-
-// defaultAgent is the agent a task's worker acts as: the task's agent.
-func (e *env) defaultAgent(r *run.Run, id string) string {
-	st, err := r.TaskState()
-	if err == nil {
-		if t := st.Tasks[id]; t != nil {
-			return t.Agent
-		}
-	}
-	return id
-}
