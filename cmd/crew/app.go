@@ -27,6 +27,13 @@ var (
 	asFlag   = &cli.StringFlag{Name: "as", Usage: "acting agent `NAME` (default: leader, or the task's agent for worker commands)", EnvVars: []string{"CREW_AGENT"}}
 )
 
+// Flags shared by commands that send or read messages.
+var (
+	priorityFlag = &cli.StringFlag{Name: "priority", Usage: "`P`: low, normal, high or urgent", Value: "normal"}
+	sinceFlag    = &cli.Int64Flag{Name: "since", Usage: "only records with seq greater than `SEQ`"}
+	followFlag   = &cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new records as they arrive (Ctrl-C ends)"}
+)
+
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:  "crew",
@@ -75,8 +82,8 @@ func commands() []*cli.Command {
 	var all []*cli.Command
 	for _, group := range [][]*cli.Command{
 		{initCommand(), runCommand(), taskCommand()},
-		messageCommands(),
-		readCommands(),
+		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
+		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
 		{mailCommand(), watchCommand(), repairCommand(), versionCommand()},
 	} {
 		all = append(all, group...)
