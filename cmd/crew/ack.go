@@ -22,15 +22,7 @@ func ackCommand() *cli.Command {
 }
 
 func ack(c *cli.Context) error {
-	e := newEnv(c)
-	r, who, err := e.reader()
-	if err != nil {
-		return err
-	}
-	if err := r.Acknowledge(c.Context, who, c.Args().Slice(), false, ""); err != nil {
-		return err
-	}
-	return e.emit(map[string]any{"acknowledged": c.Args().Slice()}, "")
+	return acknowledge(c, false, map[string]any{"acknowledged": c.Args().Slice()})
 }
 
 func rejectCommand() *cli.Command {
@@ -45,16 +37,23 @@ func rejectCommand() *cli.Command {
 }
 
 func reject(c *cli.Context) error {
-	e := newEnv(c)
 	if c.Args().Len() != 1 {
 		return fmt.Errorf("reject takes one message id: %w", crew.ErrInvalid)
 	}
+	return acknowledge(c, true, map[string]any{"rejected": c.Args().First()})
+}
+
+// acknowledge acknowledges the messages the arguments name (or, with
+// reject, rejects them with --reason) for the reader (a worker with
+// --task, else the leader), and prints the record done with --json.
+func acknowledge(c *cli.Context, reject bool, done any) error {
+	e := newEnv(c)
 	r, who, err := e.reader()
 	if err != nil {
 		return err
 	}
-	if err := r.Acknowledge(c.Context, who, c.Args().Slice(), true, c.String("reason")); err != nil {
+	if err := r.Acknowledge(c.Context, who, c.Args().Slice(), reject, c.String("reason")); err != nil {
 		return err
 	}
-	return e.emit(map[string]any{"rejected": c.Args().First()}, "")
+	return e.emit(done, "")
 }

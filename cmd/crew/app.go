@@ -1,3 +1,7 @@
+// The crew application: its global flags and the flags several commands
+// share, the list of commands, usage errors, and reorder (flags may
+// stand anywhere on the command line).
+
 package main
 
 import (

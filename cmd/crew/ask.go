@@ -34,11 +34,7 @@ func ask(c *cli.Context) error {
 	if c.String("timeout") != "" && !c.Bool("wait") {
 		return fmt.Errorf("--timeout goes with --wait: %w", crew.ErrInvalid)
 	}
-	r, id, from, err := e.worker()
-	if err != nil {
-		return err
-	}
-	body, err := e.body(0, "")
+	r, msg, err := e.workerMessage()
 	if err != nil {
 		return err
 	}
@@ -47,7 +43,7 @@ func ask(c *cli.Context) error {
 		return err
 	}
 	defer cancel()
-	q, m, err := r.Ask(ctx, run.SendOptions{Task: id, From: from, Body: body, Priority: c.String("priority")}, c.Bool("wait"))
+	q, m, err := r.Ask(ctx, msg, c.Bool("wait"))
 	if err != nil {
 		if q != nil && c.Bool("wait") {
 			fmt.Fprintf(e.stderr, "crew: question %s\n", q.ID)
@@ -57,12 +53,7 @@ func ask(c *cli.Context) error {
 	if !c.Bool("wait") {
 		return e.emit(q, q.ID)
 	}
-	if err := e.emitAnswer(m); err != nil {
-		return err
-	}
-	// The worker has the answer: acknowledge it, so it does not linger in
-	// the inbox. Printing came first: a crash here only shows it again.
-	return r.Acknowledge(context.WithoutCancel(c.Context), id, []string{m.ID}, false, "")
+	return e.answered(r, msg.Task, m)
 }
 
 func awaitCommand() *cli.Command {
@@ -96,11 +87,17 @@ func await(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return e.answered(r, m.Task, m)
+}
+
+// answered prints the response m and acknowledges it for task: the
+// worker has the answer, so it does not linger in the inbox. Printing
+// comes first: a crash in between only shows it again.
+func (e *env) answered(r *run.Run, task string, m *events.Message) error {
 	if err := e.emitAnswer(m); err != nil {
 		return err
 	}
-	// As with ask --wait: the worker has the answer now.
-	return r.Acknowledge(context.WithoutCancel(c.Context), m.Task, []string{m.ID}, false, "")
+	return r.Acknowledge(context.WithoutCancel(e.c.Context), task, []string{m.ID}, false, "")
 }
 
 // emitAnswer prints a response: its body (exactly, with --json the

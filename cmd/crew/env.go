@@ -149,25 +149,54 @@ func (e *env) defaultAgent(r *run.Run, id string) string {
 	return id
 }
 
-// worker resolves the run, the worker's task (--task / CREW_TASK) and its
-// agent (--as / CREW_AGENT, else the task's agent).
-func (e *env) worker() (*run.Run, string, string, error) {
+// workerMessage resolves the run and a message from a worker: its task
+// (--task / CREW_TASK), its agent (--as / CREW_AGENT, else the task's
+// agent), the body (the first argument) and --priority.
+func (e *env) workerMessage() (*run.Run, run.SendOptions, error) {
+	var msg run.SendOptions
 	id, err := e.task()
 	if err != nil {
-		return nil, "", "", err
+		return nil, msg, err
 	}
 	r, err := e.run()
 	if err != nil {
-		return nil, "", "", err
+		return nil, msg, err
 	}
 	from, err := e.actor("")
 	if err != nil {
-		return nil, "", "", err
+		return nil, msg, err
 	}
 	if from == "" {
 		from = e.defaultAgent(r, id)
 	}
-	return r, id, from, nil
+	body, err := e.body(0, "")
+	if err != nil {
+		return nil, msg, err
+	}
+	return r, run.SendOptions{Task: id, From: from, Body: body, Priority: e.c.String("priority")}, nil
+}
+
+// leaderRun opens the run (as run does) and returns the agent acting as
+// its leader: --as / CREW_AGENT, else the run's leader.
+func (e *env) leaderRun() (*run.Run, string, error) {
+	r, err := e.run()
+	if err != nil {
+		return nil, "", err
+	}
+	actor, err := e.actor(r.Manifest.Leader)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, actor, nil
+}
+
+// since returns --since, which must be 0 or more.
+func (e *env) since() (int64, error) {
+	since := e.c.Int64("since")
+	if since < 0 {
+		return 0, fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
+	}
+	return since, nil
 }
 
 // withTimeout derives a context from --timeout, if given.

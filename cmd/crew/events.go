@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -40,53 +39,61 @@ func printEvents(c *cli.Context) error {
 			return fmt.Errorf("unknown event type %q; types are %s: %w", t, strings.Join(events.Types, ", "), crew.ErrInvalid)
 		}
 	}
-	since := c.Int64("since")
-	if since < 0 {
-		return fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
+	since, err := e.since()
+	if err != nil {
+		return err
 	}
 	cur, err := r.Events(since)
 	if err != nil {
 		return err
 	}
 	defer cur.Close()
-	var w run.Waiter
+	var wait func() error // nil: stop at the end of the log
 	if c.Bool("follow") {
-		w = r.Watch()
+		w := r.Watch()
 		defer w.Close()
+		wait = func() error { return w.Wait(c.Context) }
 	}
-	var damage []error
-	for {
-		ev, err := cur.Next()
-		if err == io.EOF {
-			if w == nil {
-				break
-			}
-			if err := w.Wait(c.Context); err != nil {
-				return err
-			}
-			continue
-		}
-		var de *events.DamageError
-		if errors.As(err, &de) {
-			fmt.Fprintf(e.stderr, "crew: %s\n", escape(de.Error()))
-			damage = append(damage, de)
-			if ev.Seq == 0 {
-				continue
-			}
-		} else if err != nil {
-			return err
-		}
+	damaged, err := e.eachEvent(cur, wait, func(ev *events.Event) error {
 		if len(types) > 0 && !slices.Contains(types, ev.Type) {
-			continue
+			return nil
 		}
-		if err := e.emit(&ev, eventText(&ev)); err != nil {
-			return err
-		}
+		return e.emit(ev, eventText(ev))
+	})
+	if err != nil {
+		return err
 	}
-	if len(damage) > 0 {
-		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", len(damage), r.EventsPath(), crew.ErrDamaged)
+	if damaged > 0 {
+		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", damaged, r.EventsPath(), crew.ErrDamaged)
 	}
 	return nil
+}
+
+// errStop, returned by an eachEvent callback, ends eachEvent without an
+// error.
+var errStop = errors.New("stop")
+
+// eachEvent calls fn with each event of cur, in order (crew events and
+// crew watch). A damaged place is printed on stderr and counted, and
+// skipped unless an event comes with it (the one after a seq gap). At
+// the end of the log it calls wait, which returns when more may have
+// come, and goes on; with wait nil it returns there.
+func (e *env) eachEvent(cur run.EventCursor, wait func() error, fn func(*events.Event) error) (damaged int, err error) {
+	for {
+		err := cur.Scan(func(de *events.DamageError) {
+			e.warn(de)
+			damaged++
+		}, fn)
+		if err == errStop {
+			return damaged, nil
+		}
+		if err != nil || wait == nil {
+			return damaged, err
+		}
+		if err := wait(); err != nil {
+			return damaged, err
+		}
+	}
 }
 
 // eventText is the human form of an event: one line, a message's body

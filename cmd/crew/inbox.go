@@ -58,9 +58,9 @@ func (e *env) readMailbox(who string) error {
 	if err != nil {
 		return err
 	}
-	since := e.c.Int64("since")
-	if since < 0 {
-		return fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
+	since, err := e.since()
+	if err != nil {
+		return err
 	}
 	var w run.Waiter
 	if e.c.Bool("follow") {

@@ -87,11 +87,10 @@ func mailCheckCommand() *cli.Command {
 
 func mailCheck(c *cli.Context) error {
 	e := newEnv(c)
-	agents, err := e.agents()
+	tree, agents, err := e.agents()
 	if err != nil {
 		return err
 	}
-	tree := mustRoot(e).Mail()
 	var bad []error
 	n := 0
 	for _, a := range agents {
@@ -111,7 +110,7 @@ func mailCheck(c *cli.Context) error {
 		}
 	}
 	for _, b := range bad {
-		fmt.Fprintf(e.stderr, "crew: %s\n", escape(b.Error()))
+		e.warn(b)
 	}
 	if n == 0 && !e.json && len(bad) == 0 {
 		fmt.Fprintln(e.stderr, "crew: no messages")
@@ -170,11 +169,10 @@ func mailArchive(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	agents, err := e.agents()
+	tree, agents, err := e.agents()
 	if err != nil {
 		return err
 	}
-	tree := mustRoot(e).Mail()
 	total := 0
 	for _, a := range agents {
 		moved, err := tree.Archive(a, d, c.Bool("include-unread"), time.Now())
@@ -194,33 +192,30 @@ func mailArchive(c *cli.Context) error {
 	return nil
 }
 
-func mustRoot(e *env) *run.Root {
-	r, _ := e.root()
-	return r
-}
-
-// agents returns the agent named by the first argument (or --as), or all
-// agents with a mailbox.
-func (e *env) agents() ([]string, error) {
+// agents returns the mail tree and the agent named by the first argument
+// (or --as), or all agents with a mailbox.
+func (e *env) agents() (mailbox.Store, []string, error) {
 	root, err := e.root()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	tree := root.Mail()
 	if a := e.c.Args().First(); a != "" {
 		if err := crew.ValidateID("agent", a); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		d, err := root.Mail().OpenAgent(a) // missing (exit 4), or refused: a link, not a directory
+		d, err := tree.OpenAgent(a) // missing (exit 4), or refused: a link, not a directory
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		d.Close()
-		return []string{a}, nil
+		return tree, []string{a}, nil
 	}
 	if a := e.c.String("as"); a != "" {
-		return []string{a}, crew.ValidateID("agent", a)
+		return tree, []string{a}, crew.ValidateID("agent", a)
 	}
-	return root.Mail().Agents()
+	agents, err := tree.Agents()
+	return tree, agents, err
 }
 
 // mailText is the human form of a mail file: a header line, and with body

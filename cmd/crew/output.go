@@ -85,3 +85,9 @@ func printTasks(e *env, ts []*state.Task) {
 		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, escape(t.Title))
 	}
 }
+
+// warn prints err on stderr, as crew prints an error, for a command that
+// goes on.
+func (e *env) warn(err error) {
+	fmt.Fprintf(e.stderr, "crew: %s\n", escape(err.Error()))
+}

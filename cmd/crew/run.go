@@ -39,6 +39,12 @@ type runRecord struct {
 	TaskList []*state.Task `json:"taskList,omitempty"`
 }
 
+// fullRecord is the record of a run with its tasks and last seq (run
+// list's leaves them out).
+func fullRecord(m state.Manifest, st *state.State) runRecord {
+	return runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}
+}
+
 func runCreateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
@@ -114,7 +120,7 @@ func runList(c *cli.Context) error {
 		}
 	}
 	for _, b := range bad {
-		fmt.Fprintf(e.stderr, "crew: %s\n", escape(b.Error()))
+		e.warn(b)
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%d runs could not be read: %w", len(bad), crew.ErrDamaged)
@@ -145,7 +151,7 @@ func runShow(c *cli.Context) error {
 	}
 	m := r.Manifest
 	if e.json {
-		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}, ""); err != nil {
+		if err := e.emit(fullRecord(m, st), ""); err != nil {
 			return err
 		}
 		return st.Err()
@@ -188,7 +194,7 @@ func runWait(c *cli.Context) error {
 	}
 	st, serr := r.TaskState()
 	if serr == nil {
-		e.emit(runRecord{Manifest: r.Manifest, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}, summary(st))
+		e.emit(fullRecord(r.Manifest, st), summary(st))
 	}
 	return err
 }

@@ -72,23 +72,7 @@ func leaderSend(c *cli.Context) error {
 	if kind == events.KindNudge {
 		def = run.DefaultNudge
 	}
-	body, err := e.body(1, def)
-	if err != nil {
-		return err
-	}
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
-	from, err := e.actor(r.Manifest.Leader)
-	if err != nil {
-		return err
-	}
-	m, err := r.Send(c.Context, run.SendOptions{Kind: kind, Task: id, From: from, Body: body, Priority: c.String("priority")})
-	if err != nil {
-		return err
-	}
-	return e.emit(m, m.ID)
+	return e.sendAsLeader(kind, id, 1, def)
 }
 
 func broadcastCommand() *cli.Command {
@@ -103,24 +87,7 @@ func broadcastCommand() *cli.Command {
 }
 
 func sendBroadcast(c *cli.Context) error {
-	e := newEnv(c)
-	body, err := e.body(0, "")
-	if err != nil {
-		return err
-	}
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
-	from, err := e.actor(r.Manifest.Leader)
-	if err != nil {
-		return err
-	}
-	m, err := r.Send(c.Context, run.SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: from, Body: body, Priority: c.String("priority")})
-	if err != nil {
-		return err
-	}
-	return e.emit(m, m.ID)
+	return newEnv(c).sendAsLeader(events.KindMessage, events.Broadcast, 0, "")
 }
 
 func reportCommand() *cli.Command {
@@ -136,15 +103,32 @@ func reportCommand() *cli.Command {
 
 func sendReport(c *cli.Context) error {
 	e := newEnv(c)
-	r, id, from, err := e.worker()
+	r, msg, err := e.workerMessage()
 	if err != nil {
 		return err
 	}
-	body, err := e.body(0, "")
+	msg.Kind = events.KindReport
+	return e.send(r, msg)
+}
+
+// sendAsLeader sends a message of kind from the leader (leaderRun) to
+// task (events.Broadcast: every task that has not ended), its body from
+// argument i (def when missing).
+func (e *env) sendAsLeader(kind, task string, i int, def string) error {
+	body, err := e.body(i, def)
 	if err != nil {
 		return err
 	}
-	m, err := r.Send(c.Context, run.SendOptions{Kind: events.KindReport, Task: id, From: from, Body: body, Priority: c.String("priority")})
+	r, from, err := e.leaderRun()
+	if err != nil {
+		return err
+	}
+	return e.send(r, run.SendOptions{Kind: kind, Task: task, From: from, Body: body, Priority: e.c.String("priority")})
+}
+
+// send sends msg and prints its id.
+func (e *env) send(r *run.Run, msg run.SendOptions) error {
+	m, err := r.Send(e.c.Context, msg)
 	if err != nil {
 		return err
 	}

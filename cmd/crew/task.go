@@ -54,11 +54,7 @@ func taskAdd(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return fmt.Errorf("task add takes one task id: %w", crew.ErrInvalid)
 	}
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
-	actor, err := e.actor(r.Manifest.Leader)
+	r, actor, err := e.leaderRun()
 	if err != nil {
 		return err
 	}

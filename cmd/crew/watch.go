@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -81,49 +80,43 @@ func watch(c *cli.Context) error {
 	defer cur.Close()
 	w := r.Watch()
 	defer w.Close()
-	return e.watchMessages(ctx, cur, w, f)
+	wait := func() error {
+		err := w.Wait(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
+		}
+		return err
+	}
+	_, err = e.eachEvent(cur, wait, e.deliver(ctx, f))
+	return err
 }
 
-// watchMessages prints (or runs --exec for) each message of cur that f
-// matches, waiting on w for more, until --count of them or ctx ends.
-func (e *env) watchMessages(ctx context.Context, cur run.EventCursor, w run.Waiter, f *watchFilter) error {
-	c := e.c
-	for seen := 0; c.Int("count") == 0 || seen < c.Int("count"); {
-		ev, err := cur.Next()
-		if err == io.EOF {
-			if err := w.Wait(ctx); err != nil {
-				if errors.Is(err, context.DeadlineExceeded) {
-					return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
-				}
-				return err
-			}
-			continue
-		}
-		var de *events.DamageError
-		if errors.As(err, &de) {
-			fmt.Fprintf(e.stderr, "crew: %s\n", escape(de.Error()))
-		} else if err != nil {
-			return err
-		}
-		f.learn(&ev)
-		taskID, ok := f.match(&ev)
+// deliver returns crew watch's callback for eachEvent: it prints each
+// message that f matches, or runs --exec for it, and ends the watch after
+// --count of them.
+func (e *env) deliver(ctx context.Context, f *watchFilter) func(*events.Event) error {
+	seen, count := 0, e.c.Int("count")
+	return func(ev *events.Event) error {
+		f.learn(ev)
+		taskID, ok := f.match(ev)
 		if !ok {
-			continue
+			return nil
 		}
 		m := *ev.Message
 		if m.To == events.Broadcast && f.agent != "" {
 			m.To = taskID // this agent's copy, as crew inbox shows it
 		}
 		seen++
-		if cmd := c.String("exec"); cmd != "" {
+		if cmd := e.c.String("exec"); cmd != "" {
 			e.execFor(ctx, cmd, &m, taskID)
-			continue
-		}
-		if err := e.emit(&m, messageText(&m)); err != nil {
+		} else if err := e.emit(&m, messageText(&m)); err != nil {
 			return err
 		}
+		if seen == count {
+			return errStop
+		}
+		return nil
 	}
-	return nil
 }
 
 // watchFilter selects the messages crew watch --agent follows.
