@@ -84,6 +84,21 @@ func (e *env) run() (*run.Run, error) {
 	return root.Latest()
 }
 
+// runArg opens the run named by the first argument, else --run / latest.
+func (e *env) runArg() (*run.Run, error) {
+	if e.c.Args().Len() > 1 {
+		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
+	}
+	if id := e.c.Args().First(); id != "" {
+		root, err := e.root()
+		if err != nil {
+			return nil, err
+		}
+		return root.Open(id)
+	}
+	return e.run()
+}
+
 // task returns the task named by --task / CREW_TASK; none is
 // crew.ErrInvalid.
 func (e *env) task() (string, error) {
@@ -102,42 +117,6 @@ func (e *env) actor(def string) (string, error) {
 	return def, nil
 }
 
-// body returns the message body from the argument at index i: "-" reads
-// standard input; missing returns def.
-func (e *env) body(i int, def string) (string, error) {
-	args := e.c.Args()
-	if args.Len() <= i {
-		return def, nil
-	}
-	if args.Len() > i+1 {
-		return "", fmt.Errorf("too many arguments: %q (quote the body, or use - and standard input): %w", args.Slice()[i:], crew.ErrInvalid)
-	}
-	b := args.Get(i)
-	if b != "-" {
-		return b, nil
-	}
-	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(e.c.Int("max-body"))+1))
-	if err != nil {
-		return "", fmt.Errorf("read body from standard input: %w", err)
-	}
-	return string(data), nil
-}
-
-// runArg opens the run named by the first argument, else --run / latest.
-func (e *env) runArg() (*run.Run, error) {
-	if e.c.Args().Len() > 1 {
-		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
-	}
-	if id := e.c.Args().First(); id != "" {
-		root, err := e.root()
-		if err != nil {
-			return nil, err
-		}
-		return root.Open(id)
-	}
-	return e.run()
-}
-
 // defaultAgent is the agent a task's worker acts as: the task's agent.
 func (e *env) defaultAgent(r *run.Run, id string) string {
 	st, err := r.TaskState()
@@ -147,6 +126,19 @@ func (e *env) defaultAgent(r *run.Run, id string) string {
 		}
 	}
 	return id
+}
+
+// reader is the participant a reading command acts for: the task given by
+// --task / CREW_TASK, else the leader.
+func (e *env) reader() (*run.Run, string, error) {
+	r, err := e.run()
+	if err != nil {
+		return nil, "", err
+	}
+	if id := e.c.String("task"); id != "" {
+		return r, id, crew.ValidateID("task", id)
+	}
+	return r, run.Leader, nil
 }
 
 // workerMessage resolves the run and a message from a worker: its task
@@ -190,6 +182,27 @@ func (e *env) leaderRun() (*run.Run, string, error) {
 	return r, actor, nil
 }
 
+// body returns the message body from the argument at index i: "-" reads
+// standard input; missing returns def.
+func (e *env) body(i int, def string) (string, error) {
+	args := e.c.Args()
+	if args.Len() <= i {
+		return def, nil
+	}
+	if args.Len() > i+1 {
+		return "", fmt.Errorf("too many arguments: %q (quote the body, or use - and standard input): %w", args.Slice()[i:], crew.ErrInvalid)
+	}
+	b := args.Get(i)
+	if b != "-" {
+		return b, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(e.c.Int("max-body"))+1))
+	if err != nil {
+		return "", fmt.Errorf("read body from standard input: %w", err)
+	}
+	return string(data), nil
+}
+
 // since returns --since, which must be 0 or more.
 func (e *env) since() (int64, error) {
 	since := e.c.Int64("since")
@@ -212,19 +225,6 @@ func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, d)
 	return ctx, cancel, nil
-}
-
-// reader is the participant a reading command acts for: the task given by
-// --task / CREW_TASK, else the leader.
-func (e *env) reader() (*run.Run, string, error) {
-	r, err := e.run()
-	if err != nil {
-		return nil, "", err
-	}
-	if id := e.c.String("task"); id != "" {
-		return r, id, crew.ValidateID("task", id)
-	}
-	return r, run.Leader, nil
 }
 
 // duration parses a --timeout / --older-than style value: Go durations

@@ -79,6 +79,7 @@ func shorten(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// printTasks prints the table of tasks of run show and task list.
 func printTasks(e *env, ts []*state.Task) {
 	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", "TASK", "STATUS", "AGENT", "TITLE")
 	for _, t := range ts {
