@@ -1,11 +1,3 @@
-// Package crew holds what every part of crew shares: the sentinel errors
-// that the command line maps to exit codes, and the identifier rules of
-// docs/concepts.md (Identifiers).
-//
-// The work is done in sub-packages: task (the state machine), events (the
-// append-only log), mailbox (JSONL mailbox files and the per-agent mail
-// tree) and run (operations on a run, built on the other three). cmd/crew is
-// the command line.
 package crew
 
 import (

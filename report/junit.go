@@ -98,31 +98,7 @@ func (rep *Report) JUnit(w io.Writer) error {
 	}
 	var cases []junitCase // without their system-out, made one at a time below
 	for _, t := range rep.Tasks {
-		c := junitCase{Name: t.ID, Classname: rep.Manifest.ID, Time: seconds(t.Seconds)}
-		reason := t.Reason
-		switch t.Status {
-		case task.Completed:
-		case task.Failed:
-			if reason == "" {
-				reason = "failed (no reason given)"
-			}
-			c.Failure = &junitOutcome{Message: firstLine(reason), Type: "failed", Text: xmlText(reason)}
-			s.Failures++
-		case task.Cancelled:
-			if reason == "" {
-				reason = "cancelled (no reason given)"
-			}
-			c.Skipped = &junitOutcome{Message: firstLine(reason), Type: "cancelled", Text: xmlText(reason)}
-			s.Skipped++
-		default:
-			msg := fmt.Sprintf("task did not end: it was %s when the report was made", t.Status)
-			if q := rep.question(t); q != nil {
-				msg += "; it asks: " + firstLine(q.Body)
-			}
-			c.Error = &junitOutcome{Message: msg, Type: string(t.Status)}
-			s.Errors++
-		}
-		cases = append(cases, c)
+		cases = append(cases, rep.junitCase(t, &s))
 	}
 	s.Tests = len(cases)
 	all := junitSuites{Name: "crew", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Time: s.Time}
@@ -166,6 +142,36 @@ func (rep *Report) JUnit(w io.Writer) error {
 	}
 	bw.WriteString("\n")
 	return bw.Flush()
+}
+
+// junitCase is task t's <testcase>, without its thread; it counts the
+// case's outcome in s.
+func (rep *Report) junitCase(t *Task, s *junitSuite) junitCase {
+	c := junitCase{Name: t.ID, Classname: rep.Manifest.ID, Time: seconds(t.Seconds)}
+	reason := t.Reason
+	switch t.Status {
+	case task.Completed:
+	case task.Failed:
+		if reason == "" {
+			reason = "failed (no reason given)"
+		}
+		c.Failure = &junitOutcome{Message: firstLine(reason), Type: "failed", Text: xmlText(reason)}
+		s.Failures++
+	case task.Cancelled:
+		if reason == "" {
+			reason = "cancelled (no reason given)"
+		}
+		c.Skipped = &junitOutcome{Message: firstLine(reason), Type: "cancelled", Text: xmlText(reason)}
+		s.Skipped++
+	default:
+		msg := fmt.Sprintf("task did not end: it was %s when the report was made", t.Status)
+		if q := rep.question(t); q != nil {
+			msg += "; it asks: " + firstLine(q.Body)
+		}
+		c.Error = &junitOutcome{Message: msg, Type: string(t.Status)}
+		s.Errors++
+	}
+	return c
 }
 
 // startOf returns the start tag (name and attributes) encoding/xml writes

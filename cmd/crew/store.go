@@ -1,3 +1,6 @@
+// --store and the NATS flags (global): runs kept on NATS JetStream
+// instead of under a .crew directory.
+
 package main
 
 import (

@@ -147,6 +147,9 @@ func step(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "crewbench: "+format+"\n", a...)
 }
 
+// bench runs every measurement in order and prints the table. It is
+// long on purpose: a list of steps, each a few lines, whose order matters
+// (the references just before the rows they bound).
 func bench(c config) error {
 	start := time.Now()
 	tmp, err := os.MkdirTemp(c.dir, "crewbench-")

@@ -185,6 +185,9 @@ func testCreate(t *testing.T, s Store) {
 // write and a cancelled one write nothing. Cursors read from any seq,
 // stop when told, and, at the end of the log, later return what was
 // appended meanwhile.
+//
+// It is long on purpose: one log, read top to bottom, its steps each
+// depending on what the ones before it wrote.
 func testCommitKeepsSeqDense(t *testing.T, s Store) {
 	ctx := ctxBound(t)
 	l := createLog(t, s)

@@ -206,6 +206,9 @@ func testRunMessagesAndTerminalTasks(t *testing.T, s Store) {
 // pending -> delivered -> acknowledged | rejected, computed from the log;
 // the leader's view of what workers sent; what is pending for each; and
 // the mail tree's copies, whose read flags follow the run.
+//
+// It is long on purpose: one conversation, whose statuses each depend
+// on the steps before them, reads best as the story it tells.
 func testRunInboxCursorsAndDeliveryStatus(t *testing.T, s Store) {
 	ctx := context.Background()
 	r := newRun(t, s, "t1", "t2")

@@ -1,3 +1,6 @@
+// crew watch: follow message arrivals, printing each or running a command
+// per message.
+
 package main
 
 import (
@@ -6,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -35,82 +37,85 @@ func watchCommand() *cli.Command {
 			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages", DefaultText: "follow until interrupted"},
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m) with exit 5, unless --count messages came first", DefaultText: "none"},
 		},
-		Action: func(c *cli.Context) error {
-			e := newEnv(c)
-			r, err := e.run()
-			if err != nil {
-				return err
-			}
-			agent := c.String("agent")
-			if agent != "" {
-				if err := crew.ValidateID("agent", agent); err != nil {
-					return err
-				}
-			}
-			if c.Int("count") < 0 || c.Int64("since") < 0 {
-				return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
-			}
-			ctx, cancel, err := withTimeout(c)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			st, err := r.TaskState()
-			if err != nil {
-				return err
-			}
-			since := c.Int64("since")
-			if !c.IsSet("since") {
-				since = st.Seq // only what arrives from now on
-			}
-			f := newWatchFilter(r.Manifest.Leader, agent, st)
-			if agent != "" && !f.leaderSide() && len(f.tasks) == 0 {
-				fmt.Fprintf(e.stderr, "crew: watch: run %s has no task for agent %s yet; watching for one\n", r.ID(), agent)
-			}
-			cur, err := r.Events(since)
-			if err != nil {
-				return err
-			}
-			defer cur.Close()
-			w := r.Watch()
-			defer w.Close()
-			for seen := 0; c.Int("count") == 0 || seen < c.Int("count"); {
-				ev, err := cur.Next()
-				if err == io.EOF {
-					if err := w.Wait(ctx); err != nil {
-						if errors.Is(err, context.DeadlineExceeded) {
-							return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
-						}
-						return err
-					}
-					continue
-				}
-				var de *events.DamageError
-				if errors.As(err, &de) {
-					fmt.Fprintf(e.stderr, "crew: %s\n", escape(de.Error()))
-				} else if err != nil {
-					return err
-				}
-				f.learn(&ev)
-				taskID, ok := f.match(&ev)
-				if !ok {
-					continue
-				}
-				m := *ev.Message
-				if m.To == events.Broadcast && agent != "" {
-					m.To = taskID // this agent's copy, as crew inbox shows it
-				}
-				seen++
-				if cmd := c.String("exec"); cmd != "" {
-					e.execFor(ctx, cmd, &m, taskID)
-					continue
-				}
-				if err := e.emit(&m, messageText(&m)); err != nil {
-					return err
-				}
-			}
+		Action: watch,
+	}
+}
+
+func watch(c *cli.Context) error {
+	e := newEnv(c)
+	r, err := e.run()
+	if err != nil {
+		return err
+	}
+	agent := c.String("agent")
+	if agent != "" {
+		if err := crew.ValidateID("agent", agent); err != nil {
+			return err
+		}
+	}
+	if c.Int("count") < 0 || c.Int64("since") < 0 {
+		return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	st, err := r.TaskState()
+	if err != nil {
+		return err
+	}
+	since := c.Int64("since")
+	if !c.IsSet("since") {
+		since = st.Seq // only what arrives from now on
+	}
+	f := newWatchFilter(r.Manifest.Leader, agent, st)
+	if agent != "" && !f.leaderSide() && len(f.tasks) == 0 {
+		fmt.Fprintf(e.stderr, "crew: watch: run %s has no task for agent %s yet; watching for one\n", r.ID(), agent)
+	}
+	cur, err := r.Events(since)
+	if err != nil {
+		return err
+	}
+	defer cur.Close()
+	w := r.Watch()
+	defer w.Close()
+	wait := func() error {
+		err := w.Wait(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
+		}
+		return err
+	}
+	_, err = e.eachEvent(cur, wait, e.deliver(ctx, f))
+	return err
+}
+
+// deliver returns crew watch's callback for eachEvent: it prints each
+// message that f matches, or runs --exec for it, and ends the watch after
+// --count of them.
+func (e *env) deliver(ctx context.Context, f *watchFilter) func(*events.Event) error {
+	seen, count := 0, e.c.Int("count")
+	return func(ev *events.Event) error {
+		f.learn(ev)
+		taskID, ok := f.match(ev)
+		if !ok {
 			return nil
-		},
+		}
+		m := *ev.Message
+		if m.To == events.Broadcast && f.agent != "" {
+			m.To = taskID // this agent's copy, as crew inbox shows it
+		}
+		seen++
+		if cmd := e.c.String("exec"); cmd != "" {
+			e.execFor(ctx, cmd, &m, taskID)
+		} else if err := e.emit(&m, messageText(&m)); err != nil {
+			return err
+		}
+		if seen == count {
+			return errStop
+		}
+		return nil
 	}
 }
 

@@ -1,0 +1,115 @@
+// crew ask (a worker's question to the leader, with --wait its answer)
+// and crew await (the answer to a question asked before).
+
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+)
+
+func askCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "ask",
+		Usage: "ask the leader a question (worker): prints the question id, or with --wait blocks and prints the answer",
+		UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew ask \"Which database?\" --wait\n" +
+			"crew ask --task t1 - --wait --timeout 10m < question.txt",
+		ArgsUsage: "[BODY|-]",
+		Flags: []cli.Flag{runFlag, taskFlag, asFlag, priorityFlag,
+			&cli.BoolFlag{Name: "wait", Usage: "block until the leader responds, then print the response"},
+			&cli.StringFlag{Name: "timeout", Usage: "with --wait: give up after `DURATION`; the task goes back to running and crew exits 5"},
+		},
+		Action: ask,
+	}
+}
+
+func ask(c *cli.Context) error {
+	e := newEnv(c)
+	if c.String("timeout") != "" && !c.Bool("wait") {
+		return fmt.Errorf("--timeout goes with --wait: %w", crew.ErrInvalid)
+	}
+	r, msg, err := e.workerMessage()
+	if err != nil {
+		return err
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	q, m, err := r.Ask(ctx, msg, c.Bool("wait"))
+	if err != nil {
+		if q != nil && c.Bool("wait") {
+			fmt.Fprintf(e.stderr, "crew: question %s\n", q.ID)
+		}
+		return err
+	}
+	if !c.Bool("wait") {
+		return e.emit(q, q.ID)
+	}
+	return e.answered(r, msg.Task, m)
+}
+
+func awaitCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "await",
+		Usage:     "wait for the response to a question (a worker that restarted while waiting)",
+		UsageText: "crew await 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f --timeout 10m",
+		ArgsUsage: "QUESTION_ID",
+		Flags: []cli.Flag{runFlag,
+			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (exit 5)"},
+		},
+		Action: await,
+	}
+}
+
+func await(c *cli.Context) error {
+	e := newEnv(c)
+	if c.Args().Len() != 1 {
+		return fmt.Errorf("await takes one question id: %w", crew.ErrInvalid)
+	}
+	r, err := e.run()
+	if err != nil {
+		return err
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	m, err := r.Await(ctx, c.Args().First())
+	if err != nil {
+		return err
+	}
+	return e.answered(r, m.Task, m)
+}
+
+// answered prints the response m and acknowledges it for task: the
+// worker has the answer, so it does not linger in the inbox. Printing
+// comes first: a crash in between only shows it again.
+func (e *env) answered(r *run.Run, task string, m *events.Message) error {
+	if err := e.emitAnswer(m); err != nil {
+		return err
+	}
+	return r.Acknowledge(context.WithoutCancel(e.c.Context), task, []string{m.ID}, false, "")
+}
+
+// emitAnswer prints a response: its body (exactly, with --json the
+// message).
+func (e *env) emitAnswer(m *events.Message) error {
+	if e.json {
+		return e.emit(m, "")
+	}
+	body := escape(m.Body)
+	if len(body) == 0 || body[len(body)-1] != '\n' {
+		body += "\n"
+	}
+	_, err := fmt.Fprint(e.stdout, body)
+	return err
+}

@@ -1,0 +1,246 @@
+// Shared by the commands: env, what an action reads from its context
+// (the state root, the run, the task, the acting agent, the body) and
+// the parsing of durations and timeouts.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/run"
+)
+
+// env is what a command's action needs: the parsed context, the streams
+// and the state root.
+type env struct {
+	c      *cli.Context
+	stdout io.Writer
+	stderr io.Writer
+	json   bool
+}
+
+func newEnv(c *cli.Context) *env {
+	return &env{c: c, stdout: c.App.Writer, stderr: c.App.ErrWriter, json: c.Bool("json")}
+}
+
+func (e *env) perm() crew.Perm {
+	if e.c.Bool("shared-group") {
+		return crew.SharedPerm
+	}
+	return crew.PrivatePerm
+}
+
+// root finds the state root: the NATS servers of --store / CREW_STORE,
+// else --dir / CREW_DIR, else the nearest .crew.
+func (e *env) root() (*run.Root, error) {
+	if e.c.Int("max-body") <= 0 {
+		return nil, fmt.Errorf("--max-body must be positive: %w", crew.ErrInvalid)
+	}
+	if n := e.c.Int("nats-replicas"); n < 1 || n > 5 {
+		return nil, fmt.Errorf("--nats-replicas %d: a stream has 1 to 5 replicas: %w", n, crew.ErrInvalid)
+	}
+	if addr := e.c.String("store"); addr != "" {
+		r, err := e.remoteRoot(addr)
+		if err != nil {
+			return nil, err
+		}
+		r.MaxBody = e.c.Int("max-body")
+		return r, nil
+	}
+	dir := e.c.String("dir")
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		dir = wd
+	}
+	r, err := run.Find(dir, e.perm())
+	if err != nil {
+		return nil, err
+	}
+	r.MaxBody = e.c.Int("max-body")
+	return r, nil
+}
+
+// run opens the run named by --run / CREW_RUN, or the latest run.
+func (e *env) run() (*run.Run, error) {
+	root, err := e.root()
+	if err != nil {
+		return nil, err
+	}
+	if id := e.c.String("run"); id != "" {
+		return root.Open(id)
+	}
+	return root.Latest()
+}
+
+// runArg opens the run named by the first argument, else --run / latest.
+func (e *env) runArg() (*run.Run, error) {
+	if e.c.Args().Len() > 1 {
+		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
+	}
+	if id := e.c.Args().First(); id != "" {
+		root, err := e.root()
+		if err != nil {
+			return nil, err
+		}
+		return root.Open(id)
+	}
+	return e.run()
+}
+
+// task returns the task named by --task / CREW_TASK; none is
+// crew.ErrInvalid.
+func (e *env) task() (string, error) {
+	id := e.c.String("task")
+	if id == "" {
+		return "", fmt.Errorf("no task: give --task ID or set CREW_TASK: %w", crew.ErrInvalid)
+	}
+	return id, crew.ValidateID("task", id)
+}
+
+// actor returns --as / CREW_AGENT, or def.
+func (e *env) actor(def string) (string, error) {
+	if a := e.c.String("as"); a != "" {
+		return a, crew.ValidateID("agent", a)
+	}
+	return def, nil
+}
+
+// defaultAgent is the agent a task's worker acts as: the task's agent.
+func (e *env) defaultAgent(r *run.Run, id string) string {
+	st, err := r.TaskState()
+	if err == nil {
+		if t := st.Tasks[id]; t != nil {
+			return t.Agent
+		}
+	}
+	return id
+}
+
+// reader is the participant a reading command acts for: the task given by
+// --task / CREW_TASK, else the leader.
+func (e *env) reader() (*run.Run, string, error) {
+	r, err := e.run()
+	if err != nil {
+		return nil, "", err
+	}
+	if id := e.c.String("task"); id != "" {
+		return r, id, crew.ValidateID("task", id)
+	}
+	return r, run.Leader, nil
+}
+
+// workerMessage resolves the run and a message from a worker: its task
+// (--task / CREW_TASK), its agent (--as / CREW_AGENT, else the task's
+// agent), the body (the first argument) and --priority.
+func (e *env) workerMessage() (*run.Run, run.SendOptions, error) {
+	var msg run.SendOptions
+	id, err := e.task()
+	if err != nil {
+		return nil, msg, err
+	}
+	r, err := e.run()
+	if err != nil {
+		return nil, msg, err
+	}
+	from, err := e.actor("")
+	if err != nil {
+		return nil, msg, err
+	}
+	if from == "" {
+		from = e.defaultAgent(r, id)
+	}
+	body, err := e.body(0, "")
+	if err != nil {
+		return nil, msg, err
+	}
+	return r, run.SendOptions{Task: id, From: from, Body: body, Priority: e.c.String("priority")}, nil
+}
+
+// leaderRun opens the run (as run does) and returns the agent acting as
+// its leader: --as / CREW_AGENT, else the run's leader.
+func (e *env) leaderRun() (*run.Run, string, error) {
+	r, err := e.run()
+	if err != nil {
+		return nil, "", err
+	}
+	actor, err := e.actor(r.Manifest.Leader)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, actor, nil
+}
+
+// body returns the message body from the argument at index i: "-" reads
+// standard input; missing returns def.
+func (e *env) body(i int, def string) (string, error) {
+	args := e.c.Args()
+	if args.Len() <= i {
+		return def, nil
+	}
+	if args.Len() > i+1 {
+		return "", fmt.Errorf("too many arguments: %q (quote the body, or use - and standard input): %w", args.Slice()[i:], crew.ErrInvalid)
+	}
+	b := args.Get(i)
+	if b != "-" {
+		return b, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(e.c.Int("max-body"))+1))
+	if err != nil {
+		return "", fmt.Errorf("read body from standard input: %w", err)
+	}
+	return string(data), nil
+}
+
+// since returns --since, which must be 0 or more.
+func (e *env) since() (int64, error) {
+	since := e.c.Int64("since")
+	if since < 0 {
+		return 0, fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
+	}
+	return since, nil
+}
+
+// withTimeout derives a context from --timeout, if given.
+func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
+	t := c.String("timeout")
+	if t == "" {
+		ctx, cancel := context.WithCancel(c.Context)
+		return ctx, cancel, nil
+	}
+	d, err := duration(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, d)
+	return ctx, cancel, nil
+}
+
+// duration parses a --timeout / --older-than style value: Go durations
+// (90s, 10m, 1h30m) plus days (2d).
+func duration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		// Digits only, and few enough days that the duration does not
+		// overflow (to a negative one that would time out at once).
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err == nil && n >= 0 && days[0] != '+' && time.Duration(n) <= time.Duration(1<<63-1)/(24*time.Hour) {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("invalid duration %q: use e.g. 30s, 10m, 2h, 1d: %w", s, crew.ErrInvalid)
+	}
+	return d, nil
+}

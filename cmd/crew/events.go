@@ -1,0 +1,126 @@
+// crew events: print a run's event log.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/store"
+)
+
+func eventsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "events",
+		Usage:     "print the run's event log (the source of truth)",
+		UsageText: "crew events\ncrew events --since 120 --type task.waiting --json\ncrew events --follow",
+		Flags: []cli.Flag{runFlag, sinceFlag, followFlag,
+			&cli.StringSliceFlag{Name: "type", Usage: "only events of `TYPE` (repeatable), e.g. task.waiting"},
+		},
+		Action: printEvents,
+	}
+}
+
+func printEvents(c *cli.Context) error {
+	e := newEnv(c)
+	r, err := e.run()
+	if err != nil {
+		return err
+	}
+	types := c.StringSlice("type")
+	for _, t := range types {
+		if !slices.Contains(events.Types, t) {
+			return fmt.Errorf("unknown event type %q; types are %s: %w", t, strings.Join(events.Types, ", "), crew.ErrInvalid)
+		}
+	}
+	since, err := e.since()
+	if err != nil {
+		return err
+	}
+	cur, err := r.Events(since)
+	if err != nil {
+		return err
+	}
+	defer cur.Close()
+	var wait func() error // nil: stop at the end of the log
+	if c.Bool("follow") {
+		w := r.Watch()
+		defer w.Close()
+		wait = func() error { return w.Wait(c.Context) }
+	}
+	damaged, err := e.eachEvent(cur, wait, func(ev *events.Event) error {
+		if len(types) > 0 && !slices.Contains(types, ev.Type) {
+			return nil
+		}
+		return e.emit(ev, eventText(ev))
+	})
+	if err != nil {
+		return err
+	}
+	if damaged > 0 {
+		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", damaged, r.Log(), crew.ErrDamaged)
+	}
+	return nil
+}
+
+// errStop, returned by an eachEvent callback, ends eachEvent without an
+// error.
+var errStop = errors.New("stop")
+
+// eachEvent calls fn with each event of cur, in order (crew events and
+// crew watch). A damaged place is printed on stderr and counted, and
+// skipped unless an event comes with it (the one after a seq gap). At
+// the end of the log it calls wait, which returns when more may have
+// come, and goes on; with wait nil it returns there.
+func (e *env) eachEvent(cur store.Cursor, wait func() error, fn func(*events.Event) error) (damaged int, err error) {
+	for {
+		err := cur.Scan(func(de *events.DamageError) {
+			e.warn(de)
+			damaged++
+		}, fn)
+		if err == errStop {
+			return damaged, nil
+		}
+		if err != nil || wait == nil {
+			return damaged, err
+		}
+		if err := wait(); err != nil {
+			return damaged, err
+		}
+	}
+}
+
+// eventText is the human form of an event: one line, a message's body
+// shortened.
+func eventText(ev *events.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6d  %s  %-22s", ev.Seq, ev.At, ev.Type)
+	if ev.Task != "" {
+		fmt.Fprintf(&b, "  %s", ev.Task)
+	}
+	if ev.Actor != "" {
+		fmt.Fprintf(&b, "  by %s", escape(ev.Actor))
+	}
+	switch {
+	case ev.From != "":
+		fmt.Fprintf(&b, "  %s -> %s", ev.From, ev.To)
+	case ev.To != "":
+		fmt.Fprintf(&b, "  -> %s", ev.To)
+	}
+	if m := ev.Message; m != nil {
+		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
+	}
+	if len(ev.MessageIDs) > 0 {
+		fmt.Fprintf(&b, "  %d message(s)", len(ev.MessageIDs))
+	}
+	if ev.Reason != "" {
+		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))
+	}
+	return b.String()
+}

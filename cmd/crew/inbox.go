@@ -1,0 +1,138 @@
+// crew inbox (a worker's messages), outbox (what workers sent the
+// leader) and pending (what is open for the leader or a worker).
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/store"
+)
+
+func inboxCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "inbox",
+		Usage: "a worker's messages not yet acknowledged (inbox, steering, broadcasts); marks them delivered",
+		UsageText: "CREW_TASK=t1 crew inbox\n" +
+			"crew inbox --task t1 --unread --json\ncrew inbox --task t1 --follow",
+		Flags: []cli.Flag{runFlag, taskFlag, sinceFlag, followFlag,
+			&cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"},
+		},
+		Action: inbox,
+	}
+}
+
+func inbox(c *cli.Context) error {
+	e := newEnv(c)
+	id, err := e.task()
+	if err != nil {
+		if c.String("task") == "" {
+			return fmt.Errorf("no task: give --task ID or set CREW_TASK (inbox is a worker's view; the leader reads what workers sent with crew outbox): %w", crew.ErrInvalid)
+		}
+		return err
+	}
+	return e.readMailbox(id)
+}
+
+func outboxCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "outbox",
+		Usage:     "the leader's view: what workers sent (questions, reports) not yet acknowledged; marks them delivered",
+		UsageText: "crew outbox\ncrew outbox --since 40 --follow --json",
+		Flags: []cli.Flag{runFlag, sinceFlag, followFlag,
+			&cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"},
+		},
+		Action: outbox,
+	}
+}
+
+func outbox(c *cli.Context) error { return newEnv(c).readMailbox(run.Leader) }
+
+func (e *env) readMailbox(who string) error {
+	r, err := e.run()
+	if err != nil {
+		return err
+	}
+	since, err := e.since()
+	if err != nil {
+		return err
+	}
+	var w store.Waiter
+	if e.c.Bool("follow") {
+		w = r.Watch()
+		defer w.Close()
+	}
+	// Messages stream out as they are read (any number of them, in
+	// little memory), through a buffer flushed after each pass.
+	out := bufio.NewWriterSize(e.stdout, 64<<10)
+	e.stdout = out
+	defer out.Flush()
+	for {
+		n := 0
+		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread")}, func(m *events.Message) error {
+			n++
+			if m.Seq > since && w != nil {
+				since = m.Seq // with --follow, the next pass starts after what this one showed
+			}
+			return e.emit(m, messageText(m))
+		})
+		if ferr := out.Flush(); err == nil {
+			err = ferr
+		}
+		if err != nil || w == nil {
+			if err == nil && n == 0 && !e.json {
+				fmt.Fprintln(e.stderr, "crew: no messages")
+			}
+			return err
+		}
+		if err := w.Wait(e.c.Context); err != nil {
+			return err
+		}
+	}
+}
+
+func pendingCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "pending",
+		Usage: "what is open for you: for the leader, waiting tasks and urgent reports; for a worker (--task), its unacknowledged messages",
+		UsageText: "crew pending\ncrew pending --task t1 --json\n" +
+			"crew pending --json | jq -r 'select(.kind==\"waiting\") | .task.id'",
+		Flags:  []cli.Flag{runFlag, taskFlag},
+		Action: pending,
+	}
+}
+
+func pending(c *cli.Context) error {
+	e := newEnv(c)
+	r, who, err := e.reader()
+	if err != nil {
+		return err
+	}
+	p, perr := r.Pending(who)
+	if p == nil {
+		return perr
+	}
+	for _, w := range p.Waiting {
+		rec := map[string]any{"kind": "waiting", "task": w.Task, "question": w.Question}
+		human := fmt.Sprintf("%s waits since %s: %s\n    question %s", w.Task.ID, w.Question.SentAt, indent(w.Question.Body, "    "), w.Question.ID)
+		if err := e.emit(rec, human); err != nil {
+			return err
+		}
+	}
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		if err := e.emit(map[string]any{"kind": "message", "message": m}, messageText(m)); err != nil {
+			return err
+		}
+	}
+	if perr == nil && len(p.Waiting) == 0 && len(p.Messages) == 0 && !e.json {
+		fmt.Fprintln(e.stdout, "nothing open")
+	}
+	return perr
+}

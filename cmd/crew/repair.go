@@ -1,0 +1,63 @@
+// crew repair: verify a run's log, quarantine damage, rebuild projections.
+
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/crew-dev/crew/store"
+	"github.com/urfave/cli/v2"
+)
+
+func repairCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "repair",
+		Usage: "verify the log, quarantine damaged bytes (nothing is deleted) and rebuild every projection",
+		UsageText: "crew repair r1\n" +
+			"crew repair --json",
+		ArgsUsage: "[RUN]",
+		Flags:     []cli.Flag{runFlag},
+		Action:    repair,
+	}
+}
+
+func repair(c *cli.Context) error {
+	e := newEnv(c)
+	r, err := e.runArg()
+	if err != nil {
+		return err
+	}
+	rep, err := r.Repair(c.Context)
+	if err != nil {
+		return err
+	}
+	return e.emit(rep, repairText(rep))
+}
+
+// repairText is the human form of a repair report.
+func repairText(rep *store.RepairReport) string {
+	if len(rep.Damaged) == 0 && len(rep.LostSeqs) == 0 {
+		return fmt.Sprintf("run %s: %d events; log is healthy; projections rebuilt", rep.Run, rep.Events)
+	}
+	// The first places, not all: a log replaced by garbage has one per
+	// line (--json lists them all).
+	const shown = 20
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s: %d damaged places", rep.Run, len(rep.Damaged))
+	for i, d := range rep.Damaged {
+		if i == shown {
+			fmt.Fprintf(&b, "\n  ... and %d more (crew repair --json lists them all)", len(rep.Damaged)-shown)
+			break
+		}
+		b.WriteString("\n  " + escape(d))
+	}
+	if rep.Quarantine != "" {
+		b.WriteString("\n  damaged bytes moved to " + rep.Quarantine)
+	}
+	if len(rep.LostSeqs) > 0 {
+		fmt.Fprintf(&b, "\n  lost seqs %v (filled with log.repaired)", rep.LostSeqs)
+	}
+	fmt.Fprintf(&b, "\n  logged log.repaired as seq %d; projections rebuilt", rep.RepairedSeq)
+	return b.String()
+}

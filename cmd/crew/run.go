@@ -1,0 +1,321 @@
+// crew run create, list, show, wait and report: the runs of a state root.
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/crew-dev/crew"
+	reports "github.com/crew-dev/crew/report"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "create, list, show, wait for and report on runs",
+		UsageText: "crew run create --id r1 --title \"fix the build\"\ncrew run list\ncrew run wait r1 --timeout 30m",
+		Subcommands: []*cli.Command{
+			runCreateCommand(), runListCommand(), runShowCommand(), runWaitCommand(), runReportCommand(),
+		},
+	}
+}
+
+// runRecord is a run as run list, show and wait print it with --json.
+type runRecord struct {
+	state.Manifest
+	Tasks    int           `json:"tasks"`
+	Summary  string        `json:"summary"`
+	Seq      int64         `json:"seq,omitempty"`
+	TaskList []*state.Task `json:"taskList,omitempty"`
+}
+
+// fullRecord is the record of a run with its tasks and last seq (run
+// list's leaves them out).
+func fullRecord(m state.Manifest, st *state.State) runRecord {
+	return runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}
+}
+
+func runCreateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "create",
+		Usage:     "create a run and print its id",
+		UsageText: "crew run create --id r1 --title \"fix the build\" --leader lead",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated, sortable by creation time)"},
+			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE`"},
+			&cli.StringFlag{Name: "leader", Usage: "leader agent `NAME`", Value: "leader"},
+		},
+		Action: runCreate,
+	}
+}
+
+func runCreate(c *cli.Context) error {
+	e := newEnv(c)
+	if c.Args().Len() > 0 {
+		return fmt.Errorf("run create takes no arguments (use --id): %w", crew.ErrInvalid)
+	}
+	if c.IsSet("id") {
+		// An empty --id is a mistake (an unset variable), not a
+		// request for a generated id.
+		if err := crew.ValidateID("run", c.String("id")); err != nil {
+			return err
+		}
+	}
+	root, err := e.root()
+	if err != nil {
+		return err
+	}
+	r, err := root.Create(run.CreateOptions{ID: c.String("id"), Title: c.String("title"), Leader: c.String("leader")})
+	if err != nil {
+		return err
+	}
+	return e.emit(r.Manifest, r.ID())
+}
+
+func runListCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "list",
+		Usage:     "list runs, oldest first",
+		UsageText: "crew run list\ncrew run list --json | jq -r .id",
+		Action:    runList,
+	}
+}
+
+func runList(c *cli.Context) error {
+	e := newEnv(c)
+	root, err := e.root()
+	if err != nil {
+		return err
+	}
+	runs, bad, err := root.List()
+	if err != nil {
+		return err
+	}
+	for _, m := range runs {
+		r, err := root.Open(m.ID)
+		if err != nil {
+			return err
+		}
+		st, err := r.TaskState()
+		if err != nil {
+			return err
+		}
+		sum := summary(st)
+		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
+			fmt.Sprintf("%-28s %-40s %s", m.ID, escape(m.Title), sum)); err != nil {
+			return err
+		}
+		if err := st.Err(); err != nil {
+			bad = append(bad, fmt.Errorf("run %s: %w", m.ID, err))
+		}
+	}
+	for _, b := range bad {
+		e.warn(b)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d runs could not be read: %w", len(bad), crew.ErrDamaged)
+	}
+	return nil
+}
+
+func runShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show a run and its tasks",
+		UsageText: "crew run show r1\ncrew run show --json",
+		ArgsUsage: "[RUN]",
+		Flags:     []cli.Flag{runFlag},
+		Action:    runShow,
+	}
+}
+
+func runShow(c *cli.Context) error {
+	e := newEnv(c)
+	r, err := e.runArg()
+	if err != nil {
+		return err
+	}
+	st, err := r.TaskState()
+	if err != nil {
+		return err
+	}
+	m := r.Manifest
+	if e.json {
+		if err := e.emit(fullRecord(m, st), ""); err != nil {
+			return err
+		}
+		return st.Err()
+	}
+	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
+		m.ID, escape(m.Title), m.Leader, m.CreatedAt, escape(m.Dir), st.Seq, summary(st))
+	printTasks(e, st.TaskList())
+	return st.Err()
+}
+
+func runWaitCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "wait",
+		Usage: "block until every task has ended: exit 0 if all completed, 6 if any failed or was cancelled, 5 on timeout",
+		UsageText: "crew run wait r1 --timeout 30m\n" +
+			"crew run wait && echo all done",
+		ArgsUsage: "[RUN]",
+		Flags: []cli.Flag{runFlag,
+			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
+		},
+		Action: runWait,
+	}
+}
+
+func runWait(c *cli.Context) error {
+	e := newEnv(c)
+	r, err := e.runArg()
+	if err != nil {
+		return err
+	}
+	ctx, cancel, err := withTimeout(c)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	p := newProgress(e, r)
+	err = r.WaitRun(ctx, p.show)
+	if p.tty {
+		fmt.Fprintln(e.stderr)
+	}
+	st, serr := r.TaskState()
+	if serr == nil {
+		e.emit(fullRecord(r.Manifest, st), summary(st))
+	}
+	return err
+}
+
+// progress shows run wait's progress on stderr: one line redrawn on a
+// terminal, else a line when it changes (and every 30s at the most while
+// it does not).
+type progress struct {
+	e       *env
+	r       *run.Run
+	tty     bool
+	width   int
+	last    string
+	lastAt  time.Time
+	key     string        // waitingKey of the questions in waiting
+	waiting []run.Waiting // the open questions, oldest first
+}
+
+func newProgress(e *env, r *run.Run) *progress {
+	p := &progress{e: e, r: r}
+	if f, ok := e.stderr.(*os.File); ok {
+		p.tty = term.IsTerminal(int(f.Fd()))
+		p.width, _, _ = term.GetSize(int(f.Fd()))
+	}
+	return p
+}
+
+// show is run.WaitRun's callback: it prints the progress of st.
+func (p *progress) show(st *state.State) {
+	if key := waitingKey(st); key != p.key {
+		// Read the questions' bodies only when the open ones change.
+		p.waiting, p.key = nil, key
+		if key != "" {
+			if pend, err := p.r.Pending(run.Leader); pend != nil && err == nil {
+				p.waiting = pend.Waiting
+			}
+		}
+	}
+	line := progressLine(st, p.waiting)
+	switch {
+	case p.tty:
+		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(escape(line), p.width))
+	case line != p.last || time.Since(p.lastAt) > 30*time.Second:
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), escape(line))
+	default:
+		return
+	}
+	p.last, p.lastAt = line, time.Now()
+}
+
+// summary is a one-line count of task states: "3/5 done · 1 waiting".
+func summary(st *state.State) string { return reports.Summary(st) }
+
+// progressLine is the run's summary and what the oldest open question
+// asks: `3/5 done · 1 waiting: t2 asks "Which DB?"`, with "(+N more)" when
+// several tasks wait. waiting is run.Pending's list, oldest first.
+func progressLine(st *state.State, waiting []run.Waiting) string {
+	line := summary(st)
+	if len(waiting) > 0 {
+		w := waiting[0]
+		line += fmt.Sprintf(": %s asks %q", w.Task.ID, shorten(strings.Join(strings.Fields(w.Question.Body), " "), 60))
+		if len(waiting) > 1 {
+			line += fmt.Sprintf(" (+%d more)", len(waiting)-1)
+		}
+	}
+	return line
+}
+
+// waitingKey names the open questions of st, to tell when they change.
+func waitingKey(st *state.State) string {
+	var qs []string
+	for _, t := range st.TaskList() {
+		if t.Status == task.Waiting {
+			qs = append(qs, t.Question)
+		}
+	}
+	return strings.Join(qs, ",")
+}
+
+// fit cuts a progress line to a terminal's width, so that "\r" can
+// redraw it (a line that wraps cannot be redrawn).
+func fit(line string, width int) string {
+	if width <= 1 {
+		return line
+	}
+	return shorten(line, width-1)
+}
+
+func runReportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "report",
+		Usage: "write a report of the run: markdown (job summary), junit (XML for test reporters), mermaid (sequence diagram) or json (the whole run)",
+		UsageText: "crew run report r1 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n" +
+			"crew run report --format junit > crew-junit.xml\n" +
+			"crew run report --format mermaid\n" +
+			"crew run report --format json | jq '.tasks[] | {id, status, seconds}'",
+		ArgsUsage: "[RUN]",
+		Flags: []cli.Flag{runFlag,
+			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: markdown, junit, mermaid or json (--json alone means json)", Value: reports.FormatMarkdown},
+		},
+		Action: runReport,
+	}
+}
+
+func runReport(c *cli.Context) error {
+	e := newEnv(c)
+	format := c.String("format")
+	if e.json && !c.IsSet("format") {
+		format = reports.FormatJSON // --json asks for machine output
+	}
+	if err := reports.CheckFormat(format); err != nil {
+		return err
+	}
+	r, err := e.runArg()
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(e.stdout)
+	err = reports.Render(w, r, format)
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}

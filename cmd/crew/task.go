@@ -1,0 +1,267 @@
+// crew task add, list, show, verify, and the transitions start, complete,
+// fail, cancel and retry: the tasks of a run.
+
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
+)
+
+func taskCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "task",
+		Usage:     "add, list and move tasks through their states",
+		UsageText: "crew task add t1 --title \"run go vet\" --agent vetter\ncrew task list\ncrew task complete t1",
+		Subcommands: []*cli.Command{
+			taskAddCommand(),
+			taskListCommand(),
+			taskShowCommand(),
+			transitionCommand(task.Start, "start a pending task (worker)", "crew task start t1\nCREW_TASK=t1 crew task start"),
+			transitionCommand(task.Complete, "complete a running task; runs its done-when check first", "crew task complete t1"),
+			transitionCommand(task.Fail, "fail a task that has not ended", "crew task fail t1 --reason \"tests do not build\""),
+			transitionCommand(task.Cancel, "cancel a task that has not ended (leader)", "crew task cancel t1 --reason \"not needed\""),
+			transitionCommand(task.Retry, "put a failed or cancelled task back to pending (leader)", "crew task retry t1"),
+			taskVerifyCommand(),
+		},
+	}
+}
+
+func taskAddCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "add",
+		Usage:     "add a pending task to the run",
+		UsageText: "crew task add t1 --title \"run the tests\" --agent tester --done-when \"go test ./...\"",
+		ArgsUsage: "ID",
+		Flags: []cli.Flag{runFlag, asFlag,
+			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE`"},
+			&cli.StringFlag{Name: "agent", Usage: "worker agent `NAME` (default: the task id)"},
+			&cli.StringFlag{Name: "done-when", Usage: "shell `CMD` that must exit 0 before the task may complete"},
+		},
+		Action: taskAdd,
+	}
+}
+
+func taskAdd(c *cli.Context) error {
+	e := newEnv(c)
+	if c.Args().Len() != 1 {
+		return fmt.Errorf("task add takes one task id: %w", crew.ErrInvalid)
+	}
+	r, actor, err := e.leaderRun()
+	if err != nil {
+		return err
+	}
+	t, err := r.AddTask(c.Context, c.Args().First(), state.TaskSpec{Title: c.String("title"), Agent: c.String("agent"), DoneWhen: c.String("done-when")}, actor)
+	if err != nil {
+		return err
+	}
+	return e.emit(t, t.ID)
+}
+
+func taskListCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "list",
+		Usage:     "list the run's tasks",
+		UsageText: "crew task list\ncrew task list --json | jq -r 'select(.status==\"waiting\") | .id'",
+		Flags:     []cli.Flag{runFlag},
+		Action:    taskList,
+	}
+}
+
+func taskList(c *cli.Context) error {
+	e := newEnv(c)
+	r, err := e.run()
+	if err != nil {
+		return err
+	}
+	st, err := r.TaskState()
+	if err != nil {
+		return err
+	}
+	if e.json {
+		for _, t := range st.TaskList() {
+			if err := e.emit(t, ""); err != nil {
+				return err
+			}
+		}
+	} else {
+		printTasks(e, st.TaskList())
+	}
+	return st.Err()
+}
+
+func taskShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show one task",
+		UsageText: "crew task show t1\ncrew task show t1 --json",
+		ArgsUsage: "[TASK]",
+		Flags:     []cli.Flag{runFlag, taskFlag},
+		Action:    taskShow,
+	}
+}
+
+func taskShow(c *cli.Context) error {
+	e := newEnv(c)
+	r, id, _, err := e.taskArg()
+	if err != nil {
+		return err
+	}
+	st, err := r.TaskState()
+	if err != nil {
+		return err
+	}
+	t := st.Tasks[id]
+	if t == nil {
+		return fmt.Errorf("no task %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+	}
+	if e.json {
+		if err := e.emit(t, ""); err != nil {
+			return err
+		}
+		return st.Err()
+	}
+	fmt.Fprintf(e.stdout, "task       %s\ntitle      %s\nagent      %s\nstatus     %s\ncreated    %s\nupdated    %s\nquestions  %d\n",
+		t.ID, escape(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
+	if t.DoneWhen != "" {
+		fmt.Fprintf(e.stdout, "done-when  %s\n", escape(t.DoneWhen))
+	}
+	if t.Question != "" {
+		fmt.Fprintf(e.stdout, "question   %s\n", t.Question)
+	}
+	if t.Reason != "" {
+		fmt.Fprintf(e.stdout, "reason     %s\n", escape(t.Reason))
+	}
+	return st.Err()
+}
+
+// transitionCommand is the command that moves a task by op: its name is
+// the op's (transition reads it back).
+func transitionCommand(op task.Op, usage, example string) *cli.Command {
+	flags := []cli.Flag{runFlag, taskFlag, asFlag}
+	if op == task.Fail || op == task.Cancel || op == task.Retry {
+		flags = append(flags, &cli.StringFlag{Name: "reason", Usage: "why, in `TEXT`"})
+	}
+	if op == task.Complete {
+		flags = append(flags, &cli.StringFlag{Name: "done-timeout", Usage: "bound on the task's done-when check, a `DURATION`", Value: "10m"})
+	}
+	return &cli.Command{
+		Name:      string(op),
+		Usage:     usage,
+		UsageText: example,
+		ArgsUsage: "[TASK]",
+		Flags:     flags,
+		Action:    transition,
+	}
+}
+
+// transition is the action of task start, complete, fail, cancel and
+// retry: the op is the command's name.
+func transition(c *cli.Context) error {
+	e := newEnv(c)
+	op := task.Op(c.Command.Name)
+	r, id, actor, err := e.taskArg()
+	if err != nil {
+		return err
+	}
+	var t *state.Task
+	var check *state.Check
+	if op == task.Complete {
+		d, err := duration(c.String("done-timeout"))
+		if err != nil {
+			return err
+		}
+		t, check, err = r.Complete(c.Context, id, actor, d)
+		if check != nil && err == nil && !e.json {
+			fmt.Fprintf(e.stdout, "check passed: %s\n", escape(check.Command))
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		t, err = r.Transition(c.Context, id, op, actor, c.String("reason"), nil)
+		if err != nil {
+			return err
+		}
+	}
+	return e.emit(t, fmt.Sprintf("%s %s", t.ID, t.Status))
+}
+
+func taskVerifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "run the task's done-when check without completing it",
+		UsageText: "crew task verify t1",
+		ArgsUsage: "[TASK]",
+		Flags: []cli.Flag{runFlag, taskFlag,
+			&cli.StringFlag{Name: "done-timeout", Usage: "bound on the check, a `DURATION`", Value: "10m"},
+		},
+		Action: taskVerify,
+	}
+}
+
+func taskVerify(c *cli.Context) error {
+	e := newEnv(c)
+	r, id, _, err := e.taskArg()
+	if err != nil {
+		return err
+	}
+	d, err := duration(c.String("done-timeout"))
+	if err != nil {
+		return err
+	}
+	check, err := r.Verify(c.Context, id, d)
+	if err != nil {
+		return err
+	}
+	if check == nil {
+		return e.emit(map[string]any{"task": id, "check": nil}, "task "+id+" has no done-when check")
+	}
+	return e.emit(check, "check passed: "+escape(check.Command))
+}
+
+// taskArg resolves the run, the task (first argument, else --task /
+// CREW_TASK) and the actor (--as, else the task's agent).
+func (e *env) taskArg() (*run.Run, string, string, error) {
+	args := e.c.Args()
+	if args.Len() > 1 {
+		return nil, "", "", fmt.Errorf("too many arguments: %q: %w", args.Slice(), crew.ErrInvalid)
+	}
+	id := args.First()
+	if id == "" {
+		var err error
+		if id, err = e.task(); err != nil {
+			return nil, "", "", err
+		}
+	} else if err := crew.ValidateID("task", id); err != nil {
+		if e.c.Command.HasName("fail") || e.c.Command.HasName("cancel") || e.c.Command.HasName("retry") {
+			if strings.ContainsAny(id, " \t") { // text where the task id goes
+				err = fmt.Errorf("invalid task id %q: %s; a reason goes in --reason: %w", id, crew.IDRule, crew.ErrInvalid)
+			}
+		}
+		return nil, "", "", err
+	}
+	r, err := e.run()
+	if err != nil {
+		return nil, "", "", err
+	}
+	actor, err := e.actor("")
+	if err != nil {
+		return nil, "", "", err
+	}
+	if actor == "" {
+		// The worker of the task acts as its agent; anyone else is the leader.
+		actor = r.Manifest.Leader
+		if e.c.String("task") == id {
+			actor = e.defaultAgent(r, id)
+		}
+	}
+	return r, id, actor, nil
+}

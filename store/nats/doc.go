@@ -1,0 +1,39 @@
+// Package nats keeps crew runs in NATS JetStream, for leaders and
+// workers on different machines that share no files.
+//
+// Layout. Each run is one stream, CREW_RUN_<run>, holding one subject,
+// crew.run.<run>: the run's events, one message each, as the JSON line
+// events.jsonl would hold. The stream's sequence is the event's seq, so
+// seq 1, 2, 3 … stays dense and a cursor read (--since SEQ) starts at
+// the right message without scanning the log.
+//
+// Commit rule. A writer reduces the log as far as it has read it, to seq
+// N, validates its operation, and publishes the event as seq N+1 with
+// Nats-Expected-Last-Subject-Sequence: N. The server stores it only if
+// the subject's last message is still N, so two writers on two machines
+// cannot both append seq N+1: the loser gets crew.ErrConflict, reloads
+// and validates again (the server is the run lock). Each publish carries
+// Nats-Msg-Id, the operation's id: a publish retried after a lost
+// acknowledgement (a node died, the connection dropped) is stored once,
+// and the retry learns it was.
+//
+// Durability. The server acknowledges a publish once it is stored; what
+// "stored" means is the server's setting: run it with sync_interval:
+// always (fsync before the acknowledgement; the default flushes every two
+// minutes, under which the Jepsen analysis of NATS 2.12.1 lost
+// acknowledged writes), and on a cluster give streams replicas
+// (Options.Replicas, --nats-replicas) so that an acknowledged event is
+// on a majority of nodes.
+//
+// Waiting is woken by a subscription (an ordered consumer that delivers
+// the headers of the run's events as they are stored), never by polling.
+// Every consumer is deleted when its reader is done with it (each costs
+// the server work on every event appended).
+//
+// Mail. The per-agent mail tree lives in the key-value bucket MailBucket
+// (see Mail), with the projection mark of each run: how far the run's
+// messages have been copied into it.
+//
+// Reads go to each stream's leader (no direct gets from replicas), so a
+// process reads what any process was told is stored.
+package nats
