@@ -388,7 +388,7 @@ func result(stdout []byte, err error) func(list string) (*mcp.CallToolResult, an
 // crew ask --wait is interrupted).
 func addAsk(s *mcp.Server, o Options) {
 	mcp.AddTool(s, &mcp.Tool{Name: "crew_ask",
-		Description: "Ask the leader a question (worker). With wait=true (recommended) the call blocks until the leader responds and returns the response message (acknowledged); follow it. Without wait it returns the question message at once; crew_await waits for the answer later. Progress notifications are sent while it waits.",
+		Description:  "Ask the leader a question (worker). With wait=true (recommended) the call blocks until the leader responds and returns the response message (acknowledged); follow it. Without wait it returns the question message at once; crew_await waits for the answer later. Progress notifications are sent while it waits.",
 		OutputSchema: messageSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest, in AskInput) (*mcp.CallToolResult, any, error) {
 			c := runCall(in.RunInput, "ask")
