@@ -93,7 +93,7 @@ func commands() []*cli.Command {
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
 		{mailCommand(), watchCommand(), repairCommand(), versionCommand()},
-		{mcpCommand(), hookCommand()},
+		{mcpCommand(), hookCommand(), setupCommand()},
 	} {
 		all = append(all, group...)
 	}

@@ -232,14 +232,6 @@ func testMCPWorkerAsks(t *testing.T, f *mcpFixture) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
-	b, err := json.Marshal(v) // maps: keys sorted
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func testMCPLeader(t *testing.T, f *mcpFixture) {
 	cs := f.session(nil)
 	mcpCall(t, f.ctx, cs, "crew_task_add", map[string]any{"id": "t2", "title": "write NOTES.md"})
