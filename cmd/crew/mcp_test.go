@@ -128,11 +128,10 @@ func (f *mcpFixture) follow() func() events.Message {
 	}
 }
 
+// buildCrew builds the crew binary into a temporary directory.
 func buildCrew(t *testing.T) string {
-	for _, tool := range []string{"go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
-		}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("needs go: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "crew")
 	build := exec.Command("go", "build", "-o", bin, ".")
