@@ -51,6 +51,7 @@ func hookCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:      "claude",
 			Usage:     "Claude Code hooks: the hook's JSON input on standard input, its JSON answer on standard output",
+			UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew hook claude PostToolUse < hook-input.json",
 			ArgsUsage: "EVENT",
 			Flags:     []cli.Flag{runFlag, taskFlag},
 			Action:    claudeHook,
