@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/crew-dev/crew/internal/fsys"
@@ -97,7 +98,47 @@ func (r *Reader) Num() int64 { return r.num }
 // CompleteSize returns the size of f up to and including its last '\n': the
 // bytes that hold complete lines. A torn tail lies between it and the file's
 // size.
+//
+// The file may get shorter while it is measured: a reader takes no lock,
+// and a writer holding the file's lock cuts a torn last line off
+// (CutTorn), after a crash. A read past the end is then no error: the
+// file is measured again, from a new stat.
 func CompleteSize(f *os.File) (complete, size int64, err error) {
+	return completeSize(f)
+}
+
+// statReaderAt is what completeSize reads: an *os.File.
+type statReaderAt interface {
+	io.ReaderAt
+	Stat() (fs.FileInfo, error)
+}
+
+// shrinkRetries is how many times completeSize measures a file again that
+// got shorter than its stat said; each cut of a torn line shortens it
+// once, so more means something keeps truncating it.
+const shrinkRetries = 10
+
+func completeSize(f statReaderAt) (complete, size int64, err error) {
+	for range shrinkRetries {
+		complete, size, err = completeSizeOnce(f)
+		if !errors.Is(err, io.EOF) {
+			return complete, size, err
+		}
+	}
+	return 0, 0, fmt.Errorf("measure %s: it kept getting shorter than its size while it was read: %w", fileName(f), err)
+}
+
+// fileName names f in errors.
+func fileName(f any) string {
+	if n, ok := f.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return "file"
+}
+
+// completeSizeOnce is completeSize from one stat; io.EOF when the file is
+// shorter than that stat said.
+func completeSizeOnce(f statReaderAt) (complete, size int64, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return 0, 0, err
