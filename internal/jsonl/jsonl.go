@@ -24,6 +24,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/crew-dev/crew/internal/fsys"
 )
@@ -99,10 +100,12 @@ func (r *Reader) Num() int64 { return r.num }
 // bytes that hold complete lines. A torn tail lies between it and the file's
 // size.
 //
-// The file may get shorter while it is measured: a reader takes no lock,
-// and a writer holding the file's lock cuts a torn last line off
-// (CutTorn), after a crash. A read past the end is then no error: the
-// file is measured again, from a new stat.
+// The file may be shorter than its stat says a moment before: a reader
+// takes no lock, and a writer holding the file's lock cuts a torn last
+// line off (CutTorn) after a crash; on a FUSE file system the size of a
+// write in progress can show before its bytes do. A read that ends early
+// is then no error: the file ends where the read did, or, when nothing
+// was read, it is measured again from a new stat.
 func CompleteSize(f *os.File) (complete, size int64, err error) {
 	return completeSize(f)
 }
@@ -113,19 +116,22 @@ type statReaderAt interface {
 	Stat() (fs.FileInfo, error)
 }
 
-// shrinkRetries is how many times completeSize measures a file again that
-// got shorter than its stat said; each cut of a torn line shortens it
-// once, so more means something keeps truncating it.
+// shrinkRetries is how many times completeSize measures a file that was
+// shorter than its stat said, waiting a little longer each time (45 ms in
+// all): more means something keeps truncating it.
 const shrinkRetries = 10
 
 func completeSize(f statReaderAt) (complete, size int64, err error) {
-	for range shrinkRetries {
+	for try := range shrinkRetries {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * time.Millisecond)
+		}
 		complete, size, err = completeSizeOnce(f)
 		if !errors.Is(err, io.EOF) {
 			return complete, size, err
 		}
 	}
-	return 0, 0, fmt.Errorf("measure %s: it kept getting shorter than its size while it was read: %w", fileName(f), err)
+	return 0, 0, fmt.Errorf("measure %s: it kept being shorter than its size while it was read: %w", fileName(f), err)
 }
 
 // fileName names f in errors.
@@ -136,8 +142,8 @@ func fileName(f any) string {
 	return "file"
 }
 
-// completeSizeOnce is completeSize from one stat; io.EOF when the file is
-// shorter than that stat said.
+// completeSizeOnce is completeSize from one stat: io.EOF when the file is
+// shorter than that stat said, by more than its last block.
 func completeSizeOnce(f statReaderAt) (complete, size int64, err error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -151,7 +157,12 @@ func completeSizeOnce(f statReaderAt) (complete, size int64, err error) {
 		if end < n {
 			n = end
 		}
-		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+		got, err := f.ReadAt(buf[:n], end-n)
+		if err == io.EOF && end == size && got > 0 {
+			// The file ends where this read did.
+			n, end, size, err = int64(got), end-n+int64(got), end-n+int64(got), nil
+		}
+		if err != nil {
 			return 0, 0, err
 		}
 		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {

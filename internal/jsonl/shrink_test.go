@@ -12,11 +12,10 @@ import (
 	"time"
 )
 
-// shrinkingFile is a file whose Stat reports the size it had a moment ago
-// (stale, larger) until it has been read from once: what a reader sees
-// when a writer cuts a torn last line off (CutTorn, after a crash) between
-// the reader's stat and its read, or a FUSE file system whose size runs
-// ahead of its data.
+// shrinkingFile is a file whose Stat reports a larger size (stale) the
+// first staleN times: what a reader sees when a writer cuts a torn last
+// line off (CutTorn, after a crash) between the reader's stat and its
+// read, or on a FUSE file system whose size runs ahead of its data.
 type shrinkingFile struct {
 	*bytes.Reader
 	stale   int64
@@ -42,8 +41,8 @@ func (f *shrinkingFile) Stat() (fs.FileInfo, error) {
 // TestCompleteSizeOfAShrinkingFile: a file that is shorter than its stat
 // said a moment before (a torn tail cut by a writer holding the lock,
 // while a reader that takes no lock looks for the end of its complete
-// lines) is measured again, not reported as an error (io.EOF, which
-// made crew readers exit 1 with "crew: EOF").
+// lines) is measured where it ends, or again, not reported as an error
+// (io.EOF, which made crew readers exit 1 with "crew: EOF").
 func TestCompleteSizeOfAShrinkingFile(t *testing.T) {
 	data := []byte("{\"seq\":1}\n{\"seq\":2}\n")
 	for _, staleN := range []int{1, 3} {
@@ -53,10 +52,23 @@ func TestCompleteSizeOfAShrinkingFile(t *testing.T) {
 			t.Errorf("stale stat %d times: completeSize = %d, %d, %v; want %d, %d, nil", staleN, complete, size, err, len(data), len(data))
 		}
 	}
-	// A file that keeps shrinking is an error, not an endless loop.
-	f := &shrinkingFile{Reader: bytes.NewReader(data), stale: int64(len(data)) + 40, staleN: 1 << 30}
+	// Far shorter than its stat (nothing where the stat says its last
+	// block is), measured again.
+	f := &shrinkingFile{Reader: bytes.NewReader(data), stale: 10000, staleN: 2, current: int64(len(data))}
+	if complete, size, err := completeSize(f); err != nil || complete != int64(len(data)) || size != int64(len(data)) {
+		t.Errorf("far shorter than its stat: completeSize = %d, %d, %v; want %d, %d, nil", complete, size, err, len(data), len(data))
+	}
+	// A write whose size shows before its bytes (FUSE): what is there
+	// counts, a torn line included.
+	torn := append(bytes.Clone(data), `{"se`...)
+	f = &shrinkingFile{Reader: bytes.NewReader(torn), stale: int64(len(torn)) + 100, staleN: 1, current: int64(len(torn))}
+	if complete, size, err := completeSize(f); err != nil || complete != int64(len(data)) || size != int64(len(torn)) {
+		t.Errorf("size ahead of the data: completeSize = %d, %d, %v; want %d, %d, nil", complete, size, err, len(data), len(torn))
+	}
+	// A file that stays far shorter is an error, not an endless loop.
+	f = &shrinkingFile{Reader: bytes.NewReader(data), stale: 10000, staleN: 1 << 30}
 	if _, _, err := completeSize(f); !errors.Is(err, io.EOF) {
-		t.Errorf("a file that is always shorter than its stat: error %v, want one wrapping io.EOF", err)
+		t.Errorf("a file that is always far shorter than its stat: error %v, want one wrapping io.EOF", err)
 	}
 }
 
