@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode"
 
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -20,7 +20,8 @@ const CellRunes = 120
 // questions asked, result or reason), the message counts by kind and
 // status, and the conversation as a mermaid diagram. Text from messages
 // and reasons is escaped (mdText), so a body cannot add markup, links,
-// images or HTML to the page.
+// images or HTML to the page, and its control and bidi characters are
+// shown as the terminal shows them (\u202e).
 func (rep *Report) Markdown(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	m := rep.Manifest
@@ -137,10 +138,9 @@ func mdCode(s string, n int) string {
 	return strings.ReplaceAll(cut(oneLine(s), n), "|", `\|`)
 }
 
-// oneLine collapses runs of whitespace and control characters to single
-// spaces.
+// oneLine escapes s as the terminal output does (human.Escape: control
+// characters, line separators and bidi controls become \x1b, \u202e)
+// and collapses runs of whitespace to single spaces.
 func oneLine(s string) string {
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Bidi_Control)
-	}), " ")
+	return strings.Join(strings.Fields(human.Escape(s)), " ")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/store"
 )
 
@@ -105,7 +106,7 @@ func eventText(ev *events.Event) string {
 		fmt.Fprintf(&b, "  %s", ev.Task)
 	}
 	if ev.Actor != "" {
-		fmt.Fprintf(&b, "  by %s", escape(ev.Actor))
+		fmt.Fprintf(&b, "  by %s", human.Escape(ev.Actor))
 	}
 	switch {
 	case ev.From != "":

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
 )
@@ -228,8 +229,8 @@ func mailText(en mailbox.Entry, body bool) string {
 	if en.Archived {
 		flag = "arch"
 	}
-	s := fmt.Sprintf("%s  %s  %s -> %s  %-18s %s  %s", flag, en.Mail.Timestamp.UTC().Format(time.DateTime), escape(en.Mail.From), escape(en.Mail.To),
-		en.Mail.Type, escape(en.Mail.Subject), en.Mail.ID)
+	s := fmt.Sprintf("%s  %s  %s -> %s  %-18s %s  %s", flag, en.Mail.Timestamp.UTC().Format(time.DateTime), human.Escape(en.Mail.From), human.Escape(en.Mail.To),
+		en.Mail.Type, human.Escape(en.Mail.Subject), en.Mail.ID)
 	if body {
 		s += "\n    " + indent(en.Mail.Body, "    ")
 	}

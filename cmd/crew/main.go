@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -104,7 +105,7 @@ func report(stderr io.Writer, err error, asJSON bool) int {
 	code, kind := exitCode(err)
 	msg := message(err)
 	if msg != "" {
-		fmt.Fprintf(stderr, "crew: %s\n", escape(msg))
+		fmt.Fprintf(stderr, "crew: %s\n", human.Escape(msg))
 	}
 	if asJSON {
 		line, _ := jsonLine(map[string]any{"error": map[string]any{"code": kind, "exit": code, "message": msg}})

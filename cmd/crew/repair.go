@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/store"
 	"github.com/urfave/cli/v2"
 )
@@ -50,7 +51,7 @@ func repairText(rep *store.RepairReport) string {
 			fmt.Fprintf(&b, "\n  ... and %d more (crew repair --json lists them all)", len(rep.Damaged)-shown)
 			break
 		}
-		b.WriteString("\n  " + escape(d))
+		b.WriteString("\n  " + human.Escape(d))
 	}
 	if rep.Quarantine != "" {
 		b.WriteString("\n  damaged bytes moved to " + rep.Quarantine)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -112,7 +113,7 @@ func runList(c *cli.Context) error {
 		}
 		sum := summary(st)
 		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
-			fmt.Sprintf("%-28s %-40s %s", m.ID, escape(m.Title), sum)); err != nil {
+			fmt.Sprintf("%-28s %-40s %s", m.ID, human.Escape(m.Title), sum)); err != nil {
 			return err
 		}
 		if err := st.Err(); err != nil {
@@ -157,7 +158,7 @@ func runShow(c *cli.Context) error {
 		return st.Err()
 	}
 	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
-		m.ID, escape(m.Title), m.Leader, m.CreatedAt, escape(m.Dir), st.Seq, summary(st))
+		m.ID, human.Escape(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
 	printTasks(e, st.TaskList())
 	return st.Err()
 }
@@ -236,9 +237,9 @@ func (p *progress) show(st *state.State) {
 	line := progressLine(st, p.waiting)
 	switch {
 	case p.tty:
-		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(escape(line), p.width))
+		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(human.Escape(line), p.width))
 	case line != p.last || time.Since(p.lastAt) > 30*time.Second:
-		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), escape(line))
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), human.Escape(line))
 	default:
 		return
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 )
@@ -191,6 +192,6 @@ func (e *env) execFor(ctx context.Context, cmd string, m *events.Message, taskID
 		x.Env = append(x.Env, e.storeEnv(root)...) // crew in CMD finds the same state root
 	}
 	if err := x.Run(); err != nil {
-		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", escape(cmd), m.ID, err)
+		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", human.Escape(cmd), m.ID, err)
 	}
 }
