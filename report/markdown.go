@@ -31,13 +31,9 @@ func (rep *Report) Markdown(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "### crew run `%s`%s\n\n", m.ID, title)
 	if len(rep.Damage) > 0 {
-		places := "1 place"
-		if len(rep.Damage) != 1 {
-			places = fmt.Sprintf("%d places", len(rep.Damage))
-		}
-		fmt.Fprintf(bw, "> [!WARNING]\n> The run's log is damaged in %s; this report shows what could be read. Run `crew repair %s`.\n\n", places, m.ID)
+		fmt.Fprintf(bw, "> [!WARNING]\n> The run's log is damaged in %s; this report shows what could be read. Run `crew repair %s`.\n\n", human.Count(len(rep.Damage), "place"), m.ID)
 	}
-	fmt.Fprintf(bw, "**%s** · leader `%s` · %s · %d events\n\n", rep.Summary, m.Leader, duration(rep.Timings.Seconds), rep.Seq)
+	fmt.Fprintf(bw, "**%s** · leader `%s` · %s · %s\n\n", rep.Summary, m.Leader, duration(rep.Timings.Seconds), human.Count(int(rep.Seq), "event"))
 	if len(rep.Tasks) > 0 {
 		bw.WriteString("| task | agent | status | duration | waited | questions | result or reason |\n")
 		bw.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- |\n")

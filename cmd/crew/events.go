@@ -65,7 +65,7 @@ func printEvents(c *cli.Context) error {
 		return err
 	}
 	if damaged > 0 {
-		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", damaged, r.Log(), crew.ErrDamaged)
+		return fmt.Errorf("%s in %s; what could be read was printed; run crew repair: %w", human.Count(damaged, "damaged place"), r.Log(), crew.ErrDamaged)
 	}
 	return nil
 }
@@ -118,7 +118,7 @@ func eventText(ev *events.Event) string {
 		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
 	}
 	if len(ev.MessageIDs) > 0 {
-		fmt.Fprintf(&b, "  %d message(s)", len(ev.MessageIDs))
+		fmt.Fprintf(&b, "  %s", human.Count(len(ev.MessageIDs), "message"))
 	}
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))

@@ -117,7 +117,7 @@ func mailCheck(c *cli.Context) error {
 		fmt.Fprintln(e.stderr, "crew: no messages")
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d mail files could not be read; the rest are listed: %w", len(bad), crew.ErrDamaged)
+		return fmt.Errorf("%s could not be read; the rest are listed: %w", human.Count(len(bad), "mail file"), crew.ErrDamaged)
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func mailArchive(c *cli.Context) error {
 		total += len(moved)
 	}
 	if !e.json {
-		fmt.Fprintf(e.stdout, "archived %d messages\n", total)
+		fmt.Fprintf(e.stdout, "archived %s\n", human.Count(total, "message"))
 	}
 	return nil
 }

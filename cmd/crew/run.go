@@ -124,7 +124,7 @@ func runList(c *cli.Context) error {
 		e.warn(b)
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d runs could not be read: %w", len(bad), crew.ErrDamaged)
+		return fmt.Errorf("%s could not be read: %w", human.Count(len(bad), "run"), crew.ErrDamaged)
 	}
 	return nil
 }
