@@ -30,6 +30,22 @@ func (r *Run) checkBody(body string) error {
 	return nil
 }
 
+// lineBreaks are the characters that end a line: a title may hold none.
+const lineBreaks = "\n\r\v\f\u0085\u2028\u2029"
+
+// checkTitle enforces the rule for a run's or a task's title
+// (docs/concepts.md, Identifiers and titles): valid UTF-8, and one line.
+// what names it in the message ("run", "task").
+func checkTitle(what, title string) error {
+	if !utf8.ValidString(title) {
+		return fmt.Errorf("%s title is not valid UTF-8; crew refuses to alter it: %w", what, crew.ErrInvalid)
+	}
+	if strings.ContainsAny(title, lineBreaks) {
+		return fmt.Errorf("invalid %s title %q: a title is one line; put the details elsewhere (a message): %w", what, title, crew.ErrInvalid)
+	}
+	return nil
+}
+
 // CheckPriority returns nil for a known priority (low, normal, high,
 // urgent) and an error wrapping crew.ErrInvalid otherwise.
 func CheckPriority(p string) error {
@@ -40,8 +56,9 @@ func CheckPriority(p string) error {
 }
 
 // AddTask adds a pending task to the run and creates its agent's mailbox.
-// spec.Agent defaults to the task id. A bad id is crew.ErrInvalid; an id
-// already used in the run (in any letter case) is crew.ErrConflict.
+// spec.Agent defaults to the task id. A bad id, or a title that is not
+// UTF-8 or not one line, is crew.ErrInvalid; an id already used in the
+// run (in any letter case) is crew.ErrConflict.
 func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor string) (*state.Task, error) {
 	if err := crew.ValidateID("task", id); err != nil {
 		return nil, err
@@ -55,8 +72,11 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if crew.SameID(spec.Agent, r.Manifest.Leader) && id != "leader" { // (the id "leader" is refused below, with its own reason)
 		return nil, fmt.Errorf("task %s cannot have the leader's name %s as its agent: its mail would land in the leader's mailbox: %w", id, r.Manifest.Leader, crew.ErrInvalid)
 	}
-	if !utf8.ValidString(spec.Title) || !utf8.ValidString(spec.DoneWhen) {
-		return nil, fmt.Errorf("task title or done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
+	if err := checkTitle("task", spec.Title); err != nil {
+		return nil, err
+	}
+	if !utf8.ValidString(spec.DoneWhen) {
+		return nil, fmt.Errorf("task done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 	}
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)

@@ -230,7 +230,7 @@ func mailText(en mailbox.Entry, body bool) string {
 		flag = "arch"
 	}
 	s := fmt.Sprintf("%s  %s  %s -> %s  %-18s %s  %s", flag, en.Mail.Timestamp.UTC().Format(time.DateTime), human.Escape(en.Mail.From), human.Escape(en.Mail.To),
-		en.Mail.Type, human.Escape(en.Mail.Subject), en.Mail.ID)
+		en.Mail.Type, human.Line(en.Mail.Subject), en.Mail.ID)
 	if body {
 		s += "\n    " + indent(en.Mail.Body, "    ")
 	}

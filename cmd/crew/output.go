@@ -62,7 +62,7 @@ func shorten(s string, n int) string {
 func printTasks(e *env, ts []*state.Task) {
 	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", "TASK", "STATUS", "AGENT", "TITLE")
 	for _, t := range ts {
-		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, human.Escape(t.Title))
+		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, human.Line(t.Title))
 	}
 }
 

@@ -53,7 +53,7 @@ func runCreateCommand() *cli.Command {
 		UsageText: "crew run create --id r1 --title \"fix the build\" --leader lead",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated, sortable by creation time)"},
-			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE`"},
+			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE` (no line breaks)"},
 			&cli.StringFlag{Name: "leader", Usage: "leader agent `NAME`", Value: "leader"},
 		},
 		Action: runCreate,
@@ -113,7 +113,7 @@ func runList(c *cli.Context) error {
 		}
 		sum := summary(st)
 		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
-			fmt.Sprintf("%-28s %-40s %s", m.ID, human.Escape(m.Title), sum)); err != nil {
+			fmt.Sprintf("%-28s %-40s %s", m.ID, human.Line(m.Title), sum)); err != nil {
 			return err
 		}
 		if err := st.Err(); err != nil {
@@ -158,7 +158,7 @@ func runShow(c *cli.Context) error {
 		return st.Err()
 	}
 	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
-		m.ID, human.Escape(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
+		m.ID, human.Line(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
 	printTasks(e, st.TaskList())
 	return st.Err()
 }

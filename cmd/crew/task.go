@@ -42,7 +42,7 @@ func taskAddCommand() *cli.Command {
 		UsageText: "crew task add t1 --title \"run the tests\" --agent tester --done-when \"go test ./...\"",
 		ArgsUsage: "ID",
 		Flags: []cli.Flag{runFlag, asFlag,
-			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE`"},
+			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE` (no line breaks)"},
 			&cli.StringFlag{Name: "agent", Usage: "worker agent `NAME` (default: the task id)"},
 			&cli.StringFlag{Name: "done-when", Usage: "shell `CMD` that must exit 0 before the task may complete"},
 		},
@@ -130,7 +130,7 @@ func taskShow(c *cli.Context) error {
 		return st.Err()
 	}
 	fmt.Fprintf(e.stdout, "task       %s\ntitle      %s\nagent      %s\nstatus     %s\ncreated    %s\nupdated    %s\nquestions  %d\n",
-		t.ID, human.Escape(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
+		t.ID, human.Line(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
 	if t.DoneWhen != "" {
 		fmt.Fprintf(e.stdout, "done-when  %s\n", human.Escape(t.DoneWhen))
 	}
