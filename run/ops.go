@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -82,6 +83,15 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}
 	undo, err := r.root.Store.CreateMailbox(spec.Agent)
+	if errors.Is(err, crew.ErrConflict) {
+		// The mailbox is taken by a case variant; if a task is too, that
+		// is the clearer thing to say.
+		if st, serr := r.TaskState(); serr == nil {
+			if terr := taskTaken(st, id, r.ID()); terr != nil {
+				return nil, terr
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +100,8 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 		return nil, err
 	}
 	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
-		for _, t := range st.Tasks {
-			if crew.SameID(t.ID, id) {
-				return nil, fmt.Errorf("task %s already exists in run %s: %w", t.ID, r.ID(), crew.ErrConflict)
-			}
+		if err := taskTaken(st, id, r.ID()); err != nil {
+			return nil, err
 		}
 		return &events.Event{Type: events.TaskCreated, Task: id, Actor: actor, To: string(task.Pending), Data: data}, nil
 	})
@@ -102,6 +110,17 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 		return nil, err
 	}
 	return r.taskAfter(ev)
+}
+
+// taskTaken returns crew.Taken when run's state st has a task called id
+// in any letter case, else nil.
+func taskTaken(st *state.State, id, run string) error {
+	for _, t := range st.Tasks {
+		if crew.SameID(t.ID, id) {
+			return crew.Taken("task", id, t.ID, " in run "+run)
+		}
+	}
+	return nil
 }
 
 func (r *Run) taskAfter(ev *events.Event) (*state.Task, error) {
