@@ -59,6 +59,8 @@ crew respond t1 "Use Postgres." --run r1`,
 		Metadata:        map[string]any{},
 		OnUsageError:    usageError,
 		Commands:        commands(),
+		// cli's template, and the exit codes after it.
+		CustomAppHelpTemplate: cli.AppHelpTemplate + exitCodesHelp(),
 	}
 	app.Setup()
 	setUsageErrors(app.Commands)
