@@ -183,8 +183,24 @@ func (e *env) leaderRun() (*run.Run, string, error) {
 }
 
 // body returns the message body from the argument at index i: "-" reads
-// standard input; missing returns def.
+// standard input; missing returns def. A body missing because cli read
+// it as a global flag (crew steer t1 --json) is crew.ErrInvalid, saying
+// how to pass it instead.
 func (e *env) body(i int, def string) (string, error) {
+	if e.c.Args().Len() <= i && def == "" {
+		if word, fixed := dashBody(e.c, func(a string) bool {
+			known, boolean := lookupFlag(strings.TrimLeft(a, "-"), e.c.App.Flags)
+			return known && boolean
+		}); word != "" {
+			return "", fmt.Errorf("no body given: %q was read as a flag; if it is the message body, put -- before it: %s: %w", word, fixed, crew.ErrInvalid)
+		}
+	}
+	return e.optionalBody(i, def)
+}
+
+// optionalBody is body for a command whose body may be missing (crew
+// mail send with a --subject).
+func (e *env) optionalBody(i int, def string) (string, error) {
 	args := e.c.Args()
 	if args.Len() <= i {
 		return def, nil

@@ -54,7 +54,7 @@ func mailSend(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := e.body(0, "")
+	body, err := e.optionalBody(0, "")
 	if err != nil {
 		return err
 	}

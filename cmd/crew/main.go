@@ -47,6 +47,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app := newApp(stdin, stdout, stderr)
+	app.Metadata[commandLine] = args[1:]
 	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
 	closeStore(app)
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
