@@ -194,7 +194,9 @@ type SendOptions struct {
 //
 // Errors: crew.ErrInvalid for a bad body or priority, crew.ErrNotFound for
 // an unknown task, crew.ErrConflict (a *task.TransitionError for question
-// and response) when the task's state does not allow it.
+// and response) when the task's state does not allow it; a response to a
+// running task whose last question was answered (or timed out) says by
+// whom and when instead (answeredAlready).
 func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) {
 	if !slices.Contains(events.Kinds, o.Kind) {
 		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
@@ -271,10 +273,46 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 		}
 		return ev, nil
 	})
+	var te *task.TransitionError
+	if o.Kind == events.KindResponse && errors.As(err, &te) && te.State == task.Running {
+		return nil, r.answeredAlready(te)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return ev.Message, nil
+}
+
+// answeredAlready explains a response refused because the task is
+// running (te): if its last question was answered, by whom and when, or
+// that it timed out; the leader that lost a respond race learns who won.
+// A task that never asked keeps te. It reads the whole log: it serves
+// only this error path.
+func (r *Run) answeredAlready(te *task.TransitionError) error {
+	var last *events.Event
+	r.scan(0, func(e *events.Event) error {
+		if e.Task == te.Task && (e.Type == events.TaskResponded || e.Type == events.TaskAskTimedOut) {
+			ev := *e
+			last = &ev
+		}
+		return nil
+	})
+	if last == nil {
+		return te
+	}
+	what := "timed out unanswered"
+	question := ""
+	if len(last.MessageIDs) > 0 {
+		question = last.MessageIDs[0]
+	}
+	if last.Type == events.TaskResponded {
+		what = "was answered already, by " + last.Actor
+		if last.Message != nil {
+			question = last.Message.ReplyTo
+		}
+	}
+	return fmt.Errorf("task %s is running, not waiting: its question %s %s at %s (seq %d); to add to the answer use follow-up or steer: %w",
+		te.Task, question, what, last.At, last.Seq, crew.ErrConflict)
 }
 
 // AskTimedOut records that the worker waiting on question gave up: the
