@@ -34,7 +34,7 @@ var (
 // Flags shared by commands that send or read messages.
 var (
 	priorityFlag = &cli.StringFlag{Name: "priority", Usage: "`P`: low, normal, high or urgent", Value: "normal"}
-	sinceFlag    = &cli.Int64Flag{Name: "since", Usage: "only records with seq greater than `SEQ`"}
+	sinceFlag    = &cli.StringFlag{Name: "since", Usage: "only records with seq greater than `SEQ` (a decimal number)"}
 	followFlag   = &cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new records as they arrive (Ctrl-C ends)"}
 )
 

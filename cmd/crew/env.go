@@ -219,13 +219,27 @@ func (e *env) optionalBody(i int, def string) (string, error) {
 	return string(data), nil
 }
 
-// since returns --since, which must be 0 or more.
+// since returns --since: a seq, written as a plain decimal number (cli's
+// integer flags would take 0x5 as hex), 0 when not given.
 func (e *env) since() (int64, error) {
-	since := e.c.Int64("since")
-	if since < 0 {
-		return 0, fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
+	s := e.c.String("since")
+	if s == "" {
+		return 0, nil
 	}
-	return since, nil
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || s[0] == '+' {
+		return 0, fmt.Errorf("invalid --since %q: a seq is a decimal whole number, 0 or more (crew events shows the seqs): %w", s, crew.ErrInvalid)
+	}
+	return n, nil
+}
+
+// pastEnd says on stderr when a --since cursor lies past the end of r's
+// log, whose last seq is head: nothing is there to show, and such a
+// cursor most often comes from another run.
+func (e *env) pastEnd(r *run.Run, since, head int64) {
+	if since > head {
+		e.warn(fmt.Errorf("--since %d is past the end of run %s, whose last event is seq %d: is the cursor from another run?", since, r.ID(), head))
+	}
 }
 
 // withTimeout derives a context from --timeout, if given.

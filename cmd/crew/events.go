@@ -44,6 +44,13 @@ func printEvents(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if since > 0 {
+		st, err := r.TaskState()
+		if err != nil {
+			return err
+		}
+		e.pastEnd(r, since, st.Seq)
+	}
 	cur, err := r.Events(since)
 	if err != nil {
 		return err
