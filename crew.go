@@ -65,6 +65,17 @@ func ValidateID(kind, id string) error {
 // (docs/concepts.md, Identifiers: ids that differ only in case may not coexist).
 func SameID(a, b string) bool { return strings.EqualFold(a, b) }
 
+// Taken returns the error for creating a kind of thing ("run", "task",
+// "mailbox") called want when held, its name in the same scope (where:
+// "" or " in run r1"), is in use: crew.ErrConflict, saying so when the
+// two differ only in letter case (docs/concepts.md, Identifiers).
+func Taken(kind, want, held, where string) error {
+	if want == held || want == "" {
+		return fmt.Errorf("%s %s already exists%s: %w", kind, held, where, ErrConflict)
+	}
+	return fmt.Errorf("%s %s already exists%s; %s differs from it only in letter case, and ids that differ only in case may not coexist: %w", kind, held, where, want, ErrConflict)
+}
+
 // Perm is the pair of modes crew creates files and directories with
 // (docs/files.md, Permissions): 0600/0700 by default, 0660/02770 with --shared-group.
 type Perm struct {

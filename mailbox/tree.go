@@ -356,7 +356,7 @@ func (t Tree) Create(agent string) error {
 	}
 	for _, a := range agents {
 		if a != agent && crew.SameID(a, agent) {
-			return fmt.Errorf("create mailbox for agent %s: mailbox %s exists, and ids that differ only in case may not coexist: %w", agent, a, crew.ErrConflict)
+			return crew.Taken("mailbox", agent, a, "")
 		}
 	}
 	mroot, err := os.OpenRoot(t.Root)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -59,13 +60,14 @@ type (
 	}
 )
 
-// xmlText escapes s as XML character data (encoding/xml's EscapeText:
-// & < > quotes escaped, characters XML 1.0 cannot hold replaced by
-// U+FFFD) but keeps newlines as they are, so the text reads naturally in
-// the file; only attributes need newlines as references.
+// xmlText escapes s as the terminal output does (human.Escape: control
+// characters, line separators and bidi controls become \x1b, \u202e),
+// then as XML character data (encoding/xml's EscapeText: & < > quotes
+// escaped), but keeps newlines as they are, so the text reads naturally
+// in the file; only attributes need newlines as references.
 func xmlText(s string) string {
 	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
+	xml.EscapeText(&b, []byte(human.Escape(s)))
 	return strings.ReplaceAll(b.String(), "&#xA;", "\n")
 }
 
@@ -75,7 +77,7 @@ func xmlText(s string) string {
 // cancelled one <skipped> with its reason, and a task that has not ended
 // an <error> saying so (the run was cut short: run wait timed out). Each
 // case's <system-out> holds the task's message thread. Text is escaped
-// by encoding/xml, which also replaces characters XML 1.0 cannot hold.
+// as the terminal output is (human.Escape), then by encoding/xml.
 func (rep *Report) JUnit(w io.Writer) error {
 	s := junitSuite{
 		Name:      "crew run " + rep.Manifest.ID,
@@ -85,7 +87,7 @@ func (rep *Report) JUnit(w io.Writer) error {
 	props := struct {
 		List []junitProperty `xml:"property"`
 	}{[]junitProperty{
-		{"run", rep.Manifest.ID}, {"title", rep.Manifest.Title}, {"leader", rep.Manifest.Leader},
+		{"run", rep.Manifest.ID}, {"title", human.Escape(rep.Manifest.Title)}, {"leader", rep.Manifest.Leader},
 		{"seq", fmt.Sprint(rep.Seq)}, {"summary", rep.Summary},
 	}}
 	threads := map[string][]int{} // task id -> indexes into rep.Messages
@@ -222,9 +224,10 @@ func seconds(s float64) string {
 	return fmt.Sprintf("%.3f", s)
 }
 
-// firstLine is the first line of s, shortened to 200 runes.
+// firstLine is the first line of s, shortened to 200 runes, escaped as
+// the terminal output is (human.Escape), for an attribute.
 func firstLine(s string) string {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(human.Escape(s))
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = strings.TrimSpace(s[:i]) + " …"
 	}

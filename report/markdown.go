@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode"
 
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -20,7 +20,8 @@ const CellRunes = 120
 // questions asked, result or reason), the message counts by kind and
 // status, and the conversation as a mermaid diagram. Text from messages
 // and reasons is escaped (mdText), so a body cannot add markup, links,
-// images or HTML to the page.
+// images or HTML to the page, and its control and bidi characters are
+// shown as the terminal shows them (\u202e).
 func (rep *Report) Markdown(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	m := rep.Manifest
@@ -30,13 +31,9 @@ func (rep *Report) Markdown(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "### crew run `%s`%s\n\n", m.ID, title)
 	if len(rep.Damage) > 0 {
-		places := "1 place"
-		if len(rep.Damage) != 1 {
-			places = fmt.Sprintf("%d places", len(rep.Damage))
-		}
-		fmt.Fprintf(bw, "> [!WARNING]\n> The run's log is damaged in %s; this report shows what could be read. Run `crew repair %s`.\n\n", places, m.ID)
+		fmt.Fprintf(bw, "> [!WARNING]\n> The run's log is damaged in %s; this report shows what could be read. Run `crew repair %s`.\n\n", human.Count(len(rep.Damage), "place"), m.ID)
 	}
-	fmt.Fprintf(bw, "**%s** · leader `%s` · %s · %d events\n\n", rep.Summary, m.Leader, duration(rep.Timings.Seconds), rep.Seq)
+	fmt.Fprintf(bw, "**%s** · leader `%s` · %s · %s\n\n", rep.Summary, m.Leader, duration(rep.Timings.Seconds), human.Count(int(rep.Seq), "event"))
 	if len(rep.Tasks) > 0 {
 		bw.WriteString("| task | agent | status | duration | waited | questions | result or reason |\n")
 		bw.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- |\n")
@@ -137,10 +134,9 @@ func mdCode(s string, n int) string {
 	return strings.ReplaceAll(cut(oneLine(s), n), "|", `\|`)
 }
 
-// oneLine collapses runs of whitespace and control characters to single
-// spaces.
+// oneLine escapes s as the terminal output does (human.Escape: control
+// characters, line separators and bidi controls become \x1b, \u202e)
+// and collapses runs of whitespace to single spaces.
 func oneLine(s string) string {
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Bidi_Control)
-	}), " ")
+	return strings.Join(strings.Fields(human.Escape(s)), " ")
 }

@@ -107,7 +107,7 @@ func (rep *Report) mermaid(w io.Writer) {
 // every character that could end, comment out or restyle a line, or be
 // taken as HTML, is written as an entity code: # ; % : " < > &. The rest
 // is left as it is, but for control characters, line separators and bidi
-// controls, which become spaces (oneLine).
+// controls, which are escaped as on the terminal (oneLine: \u202e).
 func mermaidText(s string, n int) string {
 	s = cut(oneLine(s), n)
 	var b strings.Builder

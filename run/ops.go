@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,6 +31,22 @@ func (r *Run) checkBody(body string) error {
 	return nil
 }
 
+// lineBreaks are the characters that end a line: a title may hold none.
+const lineBreaks = "\n\r\v\f\u0085\u2028\u2029"
+
+// checkTitle enforces the rule for a run's or a task's title
+// (docs/concepts.md, Identifiers and titles): valid UTF-8, and one line.
+// what names it in the message ("run", "task").
+func checkTitle(what, title string) error {
+	if !utf8.ValidString(title) {
+		return fmt.Errorf("%s title is not valid UTF-8; crew refuses to alter it: %w", what, crew.ErrInvalid)
+	}
+	if strings.ContainsAny(title, lineBreaks) {
+		return fmt.Errorf("invalid %s title %q: a title is one line; put the details elsewhere (a message): %w", what, title, crew.ErrInvalid)
+	}
+	return nil
+}
+
 // CheckPriority returns nil for a known priority (low, normal, high,
 // urgent) and an error wrapping crew.ErrInvalid otherwise.
 func CheckPriority(p string) error {
@@ -40,8 +57,9 @@ func CheckPriority(p string) error {
 }
 
 // AddTask adds a pending task to the run and creates its agent's mailbox.
-// spec.Agent defaults to the task id. A bad id is crew.ErrInvalid; an id
-// already used in the run (in any letter case) is crew.ErrConflict.
+// spec.Agent defaults to the task id. A bad id, or a title that is not
+// UTF-8 or not one line, is crew.ErrInvalid; an id already used in the
+// run (in any letter case) is crew.ErrConflict.
 func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor string) (*state.Task, error) {
 	if err := crew.ValidateID("task", id); err != nil {
 		return nil, err
@@ -55,13 +73,25 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if crew.SameID(spec.Agent, r.Manifest.Leader) && id != "leader" { // (the id "leader" is refused below, with its own reason)
 		return nil, fmt.Errorf("task %s cannot have the leader's name %s as its agent: its mail would land in the leader's mailbox: %w", id, r.Manifest.Leader, crew.ErrInvalid)
 	}
-	if !utf8.ValidString(spec.Title) || !utf8.ValidString(spec.DoneWhen) {
-		return nil, fmt.Errorf("task title or done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
+	if err := checkTitle("task", spec.Title); err != nil {
+		return nil, err
+	}
+	if !utf8.ValidString(spec.DoneWhen) {
+		return nil, fmt.Errorf("task done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 	}
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}
 	undo, err := r.root.Store.CreateMailbox(spec.Agent)
+	if errors.Is(err, crew.ErrConflict) {
+		// The mailbox is taken by a case variant; if a task is too, that
+		// is the clearer thing to say.
+		if st, serr := r.TaskState(); serr == nil {
+			if terr := taskTaken(st, id, r.ID()); terr != nil {
+				return nil, terr
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -70,10 +100,8 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 		return nil, err
 	}
 	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
-		for _, t := range st.Tasks {
-			if crew.SameID(t.ID, id) {
-				return nil, fmt.Errorf("task %s already exists in run %s: %w", t.ID, r.ID(), crew.ErrConflict)
-			}
+		if err := taskTaken(st, id, r.ID()); err != nil {
+			return nil, err
 		}
 		return &events.Event{Type: events.TaskCreated, Task: id, Actor: actor, To: string(task.Pending), Data: data}, nil
 	})
@@ -82,6 +110,17 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 		return nil, err
 	}
 	return r.taskAfter(ev)
+}
+
+// taskTaken returns crew.Taken when run's state st has a task called id
+// in any letter case, else nil.
+func taskTaken(st *state.State, id, run string) error {
+	for _, t := range st.Tasks {
+		if crew.SameID(t.ID, id) {
+			return crew.Taken("task", id, t.ID, " in run "+run)
+		}
+	}
+	return nil
 }
 
 func (r *Run) taskAfter(ev *events.Event) (*state.Task, error) {
@@ -155,7 +194,9 @@ type SendOptions struct {
 //
 // Errors: crew.ErrInvalid for a bad body or priority, crew.ErrNotFound for
 // an unknown task, crew.ErrConflict (a *task.TransitionError for question
-// and response) when the task's state does not allow it.
+// and response) when the task's state does not allow it; a response to a
+// running task whose last question was answered (or timed out) says by
+// whom and when instead (answeredAlready).
 func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) {
 	if !slices.Contains(events.Kinds, o.Kind) {
 		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
@@ -232,10 +273,46 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 		}
 		return ev, nil
 	})
+	var te *task.TransitionError
+	if o.Kind == events.KindResponse && errors.As(err, &te) && te.State == task.Running {
+		return nil, r.answeredAlready(te)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return ev.Message, nil
+}
+
+// answeredAlready explains a response refused because the task is
+// running (te): if its last question was answered, by whom and when, or
+// that it timed out; the leader that lost a respond race learns who won.
+// A task that never asked keeps te. It reads the whole log: it serves
+// only this error path.
+func (r *Run) answeredAlready(te *task.TransitionError) error {
+	var last *events.Event
+	r.scan(0, func(e *events.Event) error {
+		if e.Task == te.Task && (e.Type == events.TaskResponded || e.Type == events.TaskAskTimedOut) {
+			ev := *e
+			last = &ev
+		}
+		return nil
+	})
+	if last == nil {
+		return te
+	}
+	what := "timed out unanswered"
+	question := ""
+	if len(last.MessageIDs) > 0 {
+		question = last.MessageIDs[0]
+	}
+	if last.Type == events.TaskResponded {
+		what = "was answered already, by " + last.Actor
+		if last.Message != nil {
+			question = last.Message.ReplyTo
+		}
+	}
+	return fmt.Errorf("task %s is running, not waiting: its question %s %s at %s (seq %d); to add to the answer use follow-up or steer: %w",
+		te.Task, question, what, last.At, last.Seq, crew.ErrConflict)
 }
 
 // AskTimedOut records that the worker waiting on question gave up: the

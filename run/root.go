@@ -9,7 +9,6 @@ import (
 	"os"
 	"sort"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -99,8 +98,8 @@ func NewRunID(now time.Time) string {
 // Create makes a new run: its log begins with a run.created event that
 // holds its manifest, and its leader gets a mailbox. A run either exists
 // whole or not at all. An id already in use (in any letter case) is
-// crew.ErrConflict; a bad id or leader, or a title that is not UTF-8,
-// crew.ErrInvalid.
+// crew.ErrConflict; a bad id or leader, or a title that is not UTF-8 or
+// not one line, crew.ErrInvalid.
 func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	now := events.Now()
 	if opts.ID == "" {
@@ -115,8 +114,8 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	if err := crew.ValidateID("agent", opts.Leader); err != nil {
 		return nil, err
 	}
-	if !utf8.ValidString(opts.Title) {
-		return nil, fmt.Errorf("run title is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
+	if err := checkTitle("run", opts.Title); err != nil {
+		return nil, err
 	}
 	if opts.Dir == "" {
 		wd, err := os.Getwd()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
@@ -133,7 +134,7 @@ func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
 		}
 		if done == len(st.Tasks) {
 			if failed > 0 {
-				return fmt.Errorf("%d of %d tasks did not complete: %w", failed, done, crew.ErrIncomplete)
+				return fmt.Errorf("%d of %s did not complete: %w", failed, human.Count(done, "task"), crew.ErrIncomplete)
 			}
 			return nil
 		}

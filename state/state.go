@@ -9,6 +9,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -235,7 +236,7 @@ func (s *State) Err() error {
 	// few, count the rest (the message is printed on one line).
 	const shown = 10
 	if n := len(s.Damage); n > shown {
-		return fmt.Errorf("%s; and %d more damaged places; run crew repair: %w", strings.Join(s.Damage[:shown], "; "), n-shown, crew.ErrDamaged)
+		return fmt.Errorf("%s; and %s; run crew repair: %w", strings.Join(s.Damage[:shown], "; "), human.Count(n-shown, "more damaged place"), crew.ErrDamaged)
 	}
 	return fmt.Errorf("%s; run crew repair: %w", strings.Join(s.Damage, "; "), crew.ErrDamaged)
 }

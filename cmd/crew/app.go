@@ -34,7 +34,7 @@ var (
 // Flags shared by commands that send or read messages.
 var (
 	priorityFlag = &cli.StringFlag{Name: "priority", Usage: "`P`: low, normal, high or urgent", Value: "normal"}
-	sinceFlag    = &cli.Int64Flag{Name: "since", Usage: "only records with seq greater than `SEQ`"}
+	sinceFlag    = &cli.StringFlag{Name: "since", Usage: "only records with seq greater than `SEQ` (a decimal number)"}
 	followFlag   = &cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new records as they arrive (Ctrl-C ends)"}
 )
 
@@ -59,6 +59,8 @@ crew respond t1 "Use Postgres." --run r1`,
 		Metadata:        map[string]any{},
 		OnUsageError:    usageError,
 		Commands:        commands(),
+		// cli's template, and the exit codes after it.
+		CustomAppHelpTemplate: cli.AppHelpTemplate + exitCodesHelp(),
 	}
 	app.Setup()
 	setUsageErrors(app.Commands)
@@ -74,8 +76,62 @@ func init() {
 // leaves the name it did not find.
 const unknownCommand = "unknownCommand"
 
-func usageError(_ *cli.Context, err error, _ bool) error {
+// commandLine is the App.Metadata key of the arguments crew was given
+// (before reorder), for the hints that show a corrected command line.
+const commandLine = "commandLine"
+
+func usageError(c *cli.Context, err error, _ bool) error {
+	// A body that starts with a dash (crew steer t1 "-x is wrong") is
+	// taken for a flag cli does not know.
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok && takesBody(c.Command) {
+		if word, fixed := dashBody(c, func(a string) bool { n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); return n == name }); word != "" {
+			return fmt.Errorf("%q was read as a flag, and crew %s has no such flag; if it is the message body, put -- before it: %s: %w", word, c.Command.FullName(), fixed, crew.ErrInvalid)
+		}
+	}
 	return fmt.Errorf("%v (see --help): %w", err, crew.ErrInvalid)
+}
+
+// takesBody reports whether cmd's arguments end with a message body.
+func takesBody(cmd *cli.Command) bool { return strings.Contains(cmd.ArgsUsage, "BODY") }
+
+// dashBody finds the last word of the command line before "--" that
+// starts with a dash and that flag accepts, and returns it with the
+// command line that passes it as the body instead: the word moved to the
+// end, after "--", every word quoted for a shell. It returns "" when
+// there is none.
+func dashBody(c *cli.Context, flag func(string) bool) (word, fixed string) {
+	args, _ := c.App.Metadata[commandLine].([]string)
+	at := -1
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if len(a) > 1 && a[0] == '-' && flag(a) {
+			at = i
+		}
+	}
+	if at < 0 {
+		return "", ""
+	}
+	words := []string{"crew"}
+	for i, a := range args {
+		if i != at {
+			words = append(words, shellQuote(a))
+		}
+	}
+	if !slices.Contains(args, "--") {
+		words = append(words, "--")
+	}
+	return args[at], strings.Join(append(words, shellQuote(args[at])), " ")
+}
+
+// shellQuote quotes s for a POSIX shell: as it is when it has only
+// characters no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func setUsageErrors(cmds []*cli.Command) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 )
 
@@ -106,7 +107,7 @@ func (e *env) emitAnswer(m *events.Message) error {
 	if e.json {
 		return e.emit(m, "")
 	}
-	body := escape(m.Body)
+	body := human.Escape(m.Body)
 	if len(body) == 0 || body[len(body)-1] != '\n' {
 		body += "\n"
 	}

@@ -183,8 +183,24 @@ func (e *env) leaderRun() (*run.Run, string, error) {
 }
 
 // body returns the message body from the argument at index i: "-" reads
-// standard input; missing returns def.
+// standard input; missing returns def. A body missing because cli read
+// it as a global flag (crew steer t1 --json) is crew.ErrInvalid, saying
+// how to pass it instead.
 func (e *env) body(i int, def string) (string, error) {
+	if e.c.Args().Len() <= i && def == "" {
+		if word, fixed := dashBody(e.c, func(a string) bool {
+			known, boolean := lookupFlag(strings.TrimLeft(a, "-"), e.c.App.Flags)
+			return known && boolean
+		}); word != "" {
+			return "", fmt.Errorf("no body given: %q was read as a flag; if it is the message body, put -- before it: %s: %w", word, fixed, crew.ErrInvalid)
+		}
+	}
+	return e.optionalBody(i, def)
+}
+
+// optionalBody is body for a command whose body may be missing (crew
+// mail send with a --subject).
+func (e *env) optionalBody(i int, def string) (string, error) {
 	args := e.c.Args()
 	if args.Len() <= i {
 		return def, nil
@@ -203,13 +219,27 @@ func (e *env) body(i int, def string) (string, error) {
 	return string(data), nil
 }
 
-// since returns --since, which must be 0 or more.
+// since returns --since: a seq, written as a plain decimal number (cli's
+// integer flags would take 0x5 as hex), 0 when not given.
 func (e *env) since() (int64, error) {
-	since := e.c.Int64("since")
-	if since < 0 {
-		return 0, fmt.Errorf("--since must be 0 or more: %w", crew.ErrInvalid)
+	s := e.c.String("since")
+	if s == "" {
+		return 0, nil
 	}
-	return since, nil
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || s[0] == '+' {
+		return 0, fmt.Errorf("invalid --since %q: a seq is a decimal whole number, 0 or more (crew events shows the seqs): %w", s, crew.ErrInvalid)
+	}
+	return n, nil
+}
+
+// pastEnd says on stderr when a --since cursor lies past the end of r's
+// log, whose last seq is head: nothing is there to show, and such a
+// cursor most often comes from another run.
+func (e *env) pastEnd(r *run.Run, since, head int64) {
+	if since > head {
+		e.warn(fmt.Errorf("--since %d is past the end of run %s, whose last event is seq %d: is the cursor from another run?", since, r.ID(), head))
+	}
 }
 
 // withTimeout derives a context from --timeout, if given.

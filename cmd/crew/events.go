@@ -12,6 +12,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/store"
 )
 
@@ -43,6 +44,13 @@ func printEvents(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if since > 0 {
+		st, err := r.TaskState()
+		if err != nil {
+			return err
+		}
+		e.pastEnd(r, since, st.Seq)
+	}
 	cur, err := r.Events(since)
 	if err != nil {
 		return err
@@ -64,7 +72,7 @@ func printEvents(c *cli.Context) error {
 		return err
 	}
 	if damaged > 0 {
-		return fmt.Errorf("%d damaged places in %s; what could be read was printed; run crew repair: %w", damaged, r.Log(), crew.ErrDamaged)
+		return fmt.Errorf("%s in %s; what could be read was printed; run crew repair: %w", human.Count(damaged, "damaged place"), r.Log(), crew.ErrDamaged)
 	}
 	return nil
 }
@@ -105,7 +113,7 @@ func eventText(ev *events.Event) string {
 		fmt.Fprintf(&b, "  %s", ev.Task)
 	}
 	if ev.Actor != "" {
-		fmt.Fprintf(&b, "  by %s", escape(ev.Actor))
+		fmt.Fprintf(&b, "  by %s", human.Escape(ev.Actor))
 	}
 	switch {
 	case ev.From != "":
@@ -117,7 +125,7 @@ func eventText(ev *events.Event) string {
 		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
 	}
 	if len(ev.MessageIDs) > 0 {
-		fmt.Fprintf(&b, "  %d message(s)", len(ev.MessageIDs))
+		fmt.Fprintf(&b, "  %s", human.Count(len(ev.MessageIDs), "message"))
 	}
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))

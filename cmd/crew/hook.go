@@ -25,6 +25,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
@@ -85,7 +86,7 @@ type hookSpecificOutput struct {
 // agent's tool call or stop).
 func claudeHook(c *cli.Context) error {
 	if err := answerClaudeHook(c); err != nil {
-		return cli.Exit("crew: hook: "+escape(message(err)), exitIO)
+		return cli.Exit("crew: hook: "+human.Escape(message(err)), exitIO)
 	}
 	return nil
 }

@@ -73,6 +73,7 @@ func (e *env) readMailbox(who string) error {
 	out := bufio.NewWriterSize(e.stdout, 64<<10)
 	e.stdout = out
 	defer out.Flush()
+	first := true
 	for {
 		n := 0
 		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread")}, func(m *events.Message) error {
@@ -85,6 +86,13 @@ func (e *env) readMailbox(who string) error {
 		if ferr := out.Flush(); err == nil {
 			err = ferr
 		}
+		if err == nil && n == 0 && since > 0 && first {
+			// Nothing after the cursor: it may be past the log's end.
+			if st, serr := r.TaskState(); serr == nil {
+				e.pastEnd(r, since, st.Seq)
+			}
+		}
+		first = false
 		if err != nil || w == nil {
 			if err == nil && n == 0 && !e.json {
 				fmt.Fprintln(e.stderr, "crew: no messages")

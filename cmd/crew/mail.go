@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
 )
@@ -53,7 +54,7 @@ func mailSend(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := e.body(0, "")
+	body, err := e.optionalBody(0, "")
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func mailCheck(c *cli.Context) error {
 		fmt.Fprintln(e.stderr, "crew: no messages")
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d mail files could not be read; the rest are listed: %w", len(bad), crew.ErrDamaged)
+		return fmt.Errorf("%s could not be read; the rest are listed: %w", human.Count(len(bad), "mail file"), crew.ErrDamaged)
 	}
 	return nil
 }
@@ -187,7 +188,7 @@ func mailArchive(c *cli.Context) error {
 		total += len(moved)
 	}
 	if !e.json {
-		fmt.Fprintf(e.stdout, "archived %d messages\n", total)
+		fmt.Fprintf(e.stdout, "archived %s\n", human.Count(total, "message"))
 	}
 	return nil
 }
@@ -228,8 +229,8 @@ func mailText(en mailbox.Entry, body bool) string {
 	if en.Archived {
 		flag = "arch"
 	}
-	s := fmt.Sprintf("%s  %s  %s -> %s  %-18s %s  %s", flag, en.Mail.Timestamp.UTC().Format(time.DateTime), escape(en.Mail.From), escape(en.Mail.To),
-		en.Mail.Type, escape(en.Mail.Subject), en.Mail.ID)
+	s := fmt.Sprintf("%s  %s  %s -> %s  %-18s %s  %s", flag, en.Mail.Timestamp.UTC().Format(time.DateTime), human.Escape(en.Mail.From), human.Escape(en.Mail.To),
+		en.Mail.Type, human.Line(en.Mail.Subject), en.Mail.ID)
 	if body {
 		s += "\n    " + indent(en.Mail.Body, "    ")
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -51,7 +52,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "crew: interrupted")
-		return 130
+		return exitInterrupted
 	}
 	return report(stderr, err, jsonRequested(args[1:]))
 }
@@ -61,6 +62,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // a tool result.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	app := newApp(stdin, stdout, stderr)
+	app.Metadata[commandLine] = args[1:]
 	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
 	closeStore(app)
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
@@ -71,15 +73,44 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 // Exit codes (docs/cli.md, Exit codes).
 const (
-	exitOK         = 0
-	exitIO         = 1
-	exitInvalid    = 2
-	exitConflict   = 3
-	exitNotFound   = 4
-	exitTimeout    = 5
-	exitIncomplete = 6
-	exitDamaged    = 7
+	exitOK          = 0
+	exitIO          = 1
+	exitInvalid     = 2
+	exitConflict    = 3
+	exitNotFound    = 4
+	exitTimeout     = 5
+	exitIncomplete  = 6
+	exitDamaged     = 7
+	exitInterrupted = 130 // 128 + SIGINT, as shells report a command Ctrl-C ended
 )
+
+// exitCodes are the exit codes and what each means, as crew --help lists
+// them (README.md and docs/cli.md have the same table; the test
+// TestExitCodesDocumented keeps them in step).
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "success"},
+	{exitIO, "I/O or internal error (the message says what failed)"},
+	{exitInvalid, "invalid input: bad flag, id or body"},
+	{exitConflict, "conflict: not allowed in the task's current state"},
+	{exitNotFound, "not found: no state root, unknown run, task, agent or message"},
+	{exitTimeout, "timed out waiting"},
+	{exitIncomplete, "run wait: every task ended, but not all completed"},
+	{exitDamaged, "the log is damaged or has a gap; what could be read was printed"},
+	{exitInterrupted, "interrupted: Ctrl-C (SIGINT) or SIGTERM, also the normal end of --follow"},
+}
+
+// exitCodesHelp is the EXIT CODES section crew --help ends with.
+func exitCodesHelp() string {
+	var b strings.Builder
+	b.WriteString("\nEXIT CODES:\n")
+	for _, c := range exitCodes {
+		fmt.Fprintf(&b, "   %-4d %s\n", c.code, c.meaning)
+	}
+	return b.String()
+}
 
 // exitCode maps an error to its exit code: the one place that does.
 func exitCode(err error) (int, string) {
@@ -112,7 +143,7 @@ func report(stderr io.Writer, err error, asJSON bool) int {
 	code, kind := exitCode(err)
 	msg := message(err)
 	if msg != "" {
-		fmt.Fprintf(stderr, "crew: %s\n", escape(msg))
+		fmt.Fprintf(stderr, "crew: %s\n", human.Escape(msg))
 	}
 	if asJSON {
 		line, _ := jsonLine(map[string]any{"error": map[string]any{"code": kind, "exit": code, "message": msg}})

@@ -1,5 +1,5 @@
 // Shared by the commands: how records are printed (emit: JSON lines
-// with --json, else text) and made safe for a terminal (escape).
+// with --json, else text, made safe for a terminal by human.Escape).
 
 package main
 
@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
 )
 
 // emit prints one record: as a JSON line with --json, else as human text.
-func (e *env) emit(v any, human string) error {
+func (e *env) emit(v any, text string) error {
 	if e.json {
 		line, err := jsonLine(v)
 		if err != nil {
@@ -24,45 +24,24 @@ func (e *env) emit(v any, human string) error {
 		_, err = e.stdout.Write(line)
 		return err
 	}
-	if human == "" {
+	if text == "" {
 		return nil
 	}
-	_, err := fmt.Fprintln(e.stdout, human)
+	_, err := fmt.Fprintln(e.stdout, text)
 	return err
 }
 
 func jsonLine(v any) ([]byte, error) { return events.Marshal(v) }
 
-// escape makes text safe for a terminal: control characters (other than
-// newline and tab) and C1 controls are shown as Go escapes (\x1b), so a
-// body cannot move the cursor, recolour or retitle the reader's terminal.
-func escape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r == unicode.ReplacementChar:
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || unicode.In(r, unicode.Bidi_Control):
-			q := fmt.Sprintf("%+q", string(r))
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
 // indent escapes s and indents every line after the first by pad.
 func indent(s, pad string) string {
-	return strings.ReplaceAll(escape(s), "\n", "\n"+pad)
+	return strings.ReplaceAll(human.Escape(s), "\n", "\n"+pad)
 }
 
 // messageText is the human form of a message: a header line and its body.
 func messageText(m *events.Message) string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s  #%d  %s  %s -> %s", m.ID, m.Seq, m.Kind, escape(m.From), escape(m.To))
+	fmt.Fprintf(&b, "%s  #%d  %s  %s -> %s", m.ID, m.Seq, m.Kind, human.Escape(m.From), human.Escape(m.To))
 	if m.Priority != "" && m.Priority != "normal" {
 		fmt.Fprintf(&b, "  [%s]", m.Priority)
 	}
@@ -83,12 +62,12 @@ func shorten(s string, n int) string {
 func printTasks(e *env, ts []*state.Task) {
 	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", "TASK", "STATUS", "AGENT", "TITLE")
 	for _, t := range ts {
-		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, escape(t.Title))
+		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, human.Line(t.Title))
 	}
 }
 
 // warn prints err on stderr, as crew prints an error, for a command that
 // goes on.
 func (e *env) warn(err error) {
-	fmt.Fprintf(e.stderr, "crew: %s\n", escape(err.Error()))
+	fmt.Fprintf(e.stderr, "crew: %s\n", human.Escape(err.Error()))
 }

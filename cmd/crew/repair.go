@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/store"
 	"github.com/urfave/cli/v2"
 )
@@ -38,19 +39,19 @@ func repair(c *cli.Context) error {
 // repairText is the human form of a repair report.
 func repairText(rep *store.RepairReport) string {
 	if len(rep.Damaged) == 0 && len(rep.LostSeqs) == 0 {
-		return fmt.Sprintf("run %s: %d events; log is healthy; projections rebuilt", rep.Run, rep.Events)
+		return fmt.Sprintf("run %s: %s; log is healthy; projections rebuilt", rep.Run, human.Count(int(rep.Events), "event"))
 	}
 	// The first places, not all: a log replaced by garbage has one per
 	// line (--json lists them all).
 	const shown = 20
 	var b strings.Builder
-	fmt.Fprintf(&b, "run %s: %d damaged places", rep.Run, len(rep.Damaged))
+	fmt.Fprintf(&b, "run %s: %s", rep.Run, human.Count(len(rep.Damaged), "damaged place"))
 	for i, d := range rep.Damaged {
 		if i == shown {
 			fmt.Fprintf(&b, "\n  ... and %d more (crew repair --json lists them all)", len(rep.Damaged)-shown)
 			break
 		}
-		b.WriteString("\n  " + escape(d))
+		b.WriteString("\n  " + human.Escape(d))
 	}
 	if rep.Quarantine != "" {
 		b.WriteString("\n  damaged bytes moved to " + rep.Quarantine)

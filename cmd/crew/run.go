@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -52,7 +53,7 @@ func runCreateCommand() *cli.Command {
 		UsageText: "crew run create --id r1 --title \"fix the build\" --leader lead",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated, sortable by creation time)"},
-			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE`"},
+			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE` (no line breaks)"},
 			&cli.StringFlag{Name: "leader", Usage: "leader agent `NAME`", Value: "leader"},
 		},
 		Action: runCreate,
@@ -112,7 +113,7 @@ func runList(c *cli.Context) error {
 		}
 		sum := summary(st)
 		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
-			fmt.Sprintf("%-28s %-40s %s", m.ID, escape(m.Title), sum)); err != nil {
+			fmt.Sprintf("%-28s %-40s %s", m.ID, human.Line(m.Title), sum)); err != nil {
 			return err
 		}
 		if err := st.Err(); err != nil {
@@ -123,7 +124,7 @@ func runList(c *cli.Context) error {
 		e.warn(b)
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d runs could not be read: %w", len(bad), crew.ErrDamaged)
+		return fmt.Errorf("%s could not be read: %w", human.Count(len(bad), "run"), crew.ErrDamaged)
 	}
 	return nil
 }
@@ -157,7 +158,7 @@ func runShow(c *cli.Context) error {
 		return st.Err()
 	}
 	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
-		m.ID, escape(m.Title), m.Leader, m.CreatedAt, escape(m.Dir), st.Seq, summary(st))
+		m.ID, human.Line(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
 	printTasks(e, st.TaskList())
 	return st.Err()
 }
@@ -239,9 +240,9 @@ func (p *progress) show(st *state.State) {
 	line := progressLine(st, p.waiting)
 	switch {
 	case p.tty:
-		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(escape(line), p.width))
+		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(human.Escape(line), p.width))
 	case line != p.last || time.Since(p.lastAt) > 30*time.Second:
-		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), escape(line))
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), human.Escape(line))
 	default:
 		return
 	}

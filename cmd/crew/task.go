@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
@@ -41,7 +42,7 @@ func taskAddCommand() *cli.Command {
 		UsageText: "crew task add t1 --title \"run the tests\" --agent tester --done-when \"go test ./...\"",
 		ArgsUsage: "ID",
 		Flags: []cli.Flag{runFlag, asFlag,
-			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE`"},
+			&cli.StringFlag{Name: "title", Usage: "a one-line `TITLE` (no line breaks)"},
 			&cli.StringFlag{Name: "agent", Usage: "worker agent `NAME` (default: the task id)"},
 			&cli.StringFlag{Name: "done-when", Usage: "shell `CMD` that must exit 0 before the task may complete"},
 		},
@@ -129,15 +130,15 @@ func taskShow(c *cli.Context) error {
 		return st.Err()
 	}
 	fmt.Fprintf(e.stdout, "task       %s\ntitle      %s\nagent      %s\nstatus     %s\ncreated    %s\nupdated    %s\nquestions  %d\n",
-		t.ID, escape(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
+		t.ID, human.Line(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
 	if t.DoneWhen != "" {
-		fmt.Fprintf(e.stdout, "done-when  %s\n", escape(t.DoneWhen))
+		fmt.Fprintf(e.stdout, "done-when  %s\n", human.Escape(t.DoneWhen))
 	}
 	if t.Question != "" {
 		fmt.Fprintf(e.stdout, "question   %s\n", t.Question)
 	}
 	if t.Reason != "" {
-		fmt.Fprintf(e.stdout, "reason     %s\n", escape(t.Reason))
+		fmt.Fprintf(e.stdout, "reason     %s\n", human.Escape(t.Reason))
 	}
 	return st.Err()
 }
@@ -180,7 +181,7 @@ func transition(c *cli.Context) error {
 		}
 		t, check, err = r.Complete(c.Context, id, actor, d)
 		if check != nil && err == nil && !e.json {
-			fmt.Fprintf(e.stdout, "check passed: %s\n", escape(check.Command))
+			fmt.Fprintf(e.stdout, "check passed: %s\n", human.Escape(check.Command))
 		}
 		if err != nil {
 			return err
@@ -224,7 +225,7 @@ func taskVerify(c *cli.Context) error {
 	if check == nil {
 		return e.emit(map[string]any{"task": id, "check": nil}, "task "+id+" has no done-when check")
 	}
-	return e.emit(check, "check passed: "+escape(check.Command))
+	return e.emit(check, "check passed: "+human.Escape(check.Command))
 }
 
 // taskArg resolves the run, the task (first argument, else --task /

@@ -17,6 +17,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 )
@@ -31,7 +32,7 @@ func watchCommand() *cli.Command {
 			"crew watch --json\n" +
 			"crew watch --agent t1 --count 1 --timeout 10m --json   # the next message for t1, or exit 5",
 		Flags: []cli.Flag{runFlag,
-			&cli.Int64Flag{Name: "since", Usage: "start after seq `SEQ` (0: every message of the run)", DefaultText: "the run's last seq: only what arrives from now on"},
+			&cli.StringFlag{Name: "since", Usage: "start after seq `SEQ`, a decimal number (0: every message of the run)", DefaultText: "the run's last seq: only what arrives from now on"},
 			&cli.StringFlag{Name: "agent", Usage: "only messages to `NAME`: a task id, a task's agent (all its tasks), or the leader (what workers send)"},
 			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (sh -c); a failing CMD is reported and watching goes on"},
 			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages", DefaultText: "follow until interrupted"},
@@ -53,8 +54,12 @@ func watch(c *cli.Context) error {
 			return err
 		}
 	}
-	if c.Int("count") < 0 || c.Int64("since") < 0 {
-		return fmt.Errorf("--count and --since must be 0 or more: %w", crew.ErrInvalid)
+	if c.Int("count") < 0 {
+		return fmt.Errorf("--count must be 0 or more: %w", crew.ErrInvalid)
+	}
+	since, err := e.since()
+	if err != nil {
+		return err
 	}
 	ctx, cancel, err := withTimeout(c)
 	if err != nil {
@@ -65,10 +70,10 @@ func watch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	since := c.Int64("since")
 	if !c.IsSet("since") {
 		since = st.Seq // only what arrives from now on
 	}
+	e.pastEnd(r, since, st.Seq)
 	f := newWatchFilter(r.Manifest.Leader, agent, st)
 	if agent != "" && !f.leaderSide() && len(f.tasks) == 0 {
 		fmt.Fprintf(e.stderr, "crew: watch: run %s has no task for agent %s yet; watching for one\n", r.ID(), agent)
@@ -191,6 +196,6 @@ func (e *env) execFor(ctx context.Context, cmd string, m *events.Message, taskID
 		x.Env = append(x.Env, e.storeEnv(root)...) // crew in CMD finds the same state root
 	}
 	if err := x.Run(); err != nil {
-		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", escape(cmd), m.ID, err)
+		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", human.Escape(cmd), m.ID, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
@@ -326,7 +327,7 @@ func (w *repairWriter) emitRepaired(now events.Time) error {
 	if len(lost) > 100 {
 		lost = lost[:100]
 	}
-	reason := fmt.Sprintf("%d damaged places; %d seqs lost", len(rep.Damaged), len(rep.LostSeqs))
+	reason := fmt.Sprintf("%s; %s lost", human.Count(len(rep.Damaged), "damaged place"), human.Count(len(rep.LostSeqs), "seq"))
 	d := repairData{Damaged: shown, LostSeqs: lost}
 	if rep.Quarantine != "" {
 		d.Quarantine = filepath.Base(rep.Quarantine)

@@ -162,7 +162,7 @@ func (r *Store) Create(ctx context.Context, first *events.Event) (store.Log, err
 	}
 	for _, id := range existing {
 		if crew.SameID(id, m.ID) {
-			return nil, fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+			return nil, crew.Taken("run", m.ID, id, "")
 		}
 	}
 	line, err := events.Marshal(first)
@@ -226,7 +226,7 @@ func (r *Store) build(m state.Manifest, line []byte) error {
 	dir := filepath.Join(r.runsDir(), m.ID)
 	if err := fsys.RenameFile(tmp, dir); err != nil {
 		if errors.Is(err, os.ErrExist) || isDir(dir) {
-			return fmt.Errorf("run %s already exists: %w", m.ID, crew.ErrConflict)
+			return crew.Taken("run", m.ID, m.ID, "")
 		}
 		return err
 	}

@@ -137,8 +137,7 @@ func (m *Mail) claim(kind, id string) error {
 			return m.failed("claim "+kind+" "+id, err)
 		}
 		if held := string(e.Value()); held != id {
-			what := map[string]string{"run": "run", "box": "mailbox"}[kind]
-			return fmt.Errorf("%s %s already exists, and ids that differ only in case may not coexist: %w", what, held, crew.ErrConflict)
+			return crew.Taken(map[string]string{"run": "run", "box": "mailbox"}[kind], id, held, "")
 		}
 		return nil
 	})
@@ -206,7 +205,7 @@ func (m *Mail) Create(agent string) error {
 			return nil
 		}
 		if crew.SameID(a, agent) {
-			return fmt.Errorf("create mailbox for agent %s: mailbox %s exists, and ids that differ only in case may not coexist: %w", agent, a, crew.ErrConflict)
+			return crew.Taken("mailbox", agent, a, "")
 		}
 	}
 	if err := m.claim("box", agent); err != nil {

@@ -287,7 +287,7 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	}
 	for _, other := range ids {
 		if other != id && crew.SameID(other, id) {
-			return fmt.Errorf("run %s already exists: %w", other, crew.ErrConflict)
+			return crew.Taken("run", id, other, "")
 		}
 	}
 	if err := s.mail.claim("run", id); err != nil { // another case of id made at this instant
@@ -327,7 +327,7 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	// a retry of the first's.
 	if err := s.Append(ctx, first, "create-"+id+"-"+nuid.Next()); err != nil {
 		if errors.Is(err, crew.ErrConflict) {
-			return fmt.Errorf("run %s already exists: %w", id, crew.ErrConflict)
+			return crew.Taken("run", id, id, "")
 		}
 		return err
 	}
