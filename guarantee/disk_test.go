@@ -521,8 +521,9 @@ func fileSize(t *testing.T, path string) int64 {
 
 // TestReadOnlyStateDir: on a read-only file system every write exits 1
 // with "read-only file system" and changes nothing; readers that write
-// nothing (pending, task list, events, run show) still work; after a
-// remount read-write the next operation works with seq dense.
+// nothing (pending, task list, events, run show, outbox --peek) still
+// work, and outbox without --peek names it; after a remount read-write
+// the next operation works with seq dense.
 func TestReadOnlyStateDir(t *testing.T) {
 	mnt := mountTmpfs(t, 4<<20)
 	diskRun(t, mnt)
@@ -542,9 +543,12 @@ func TestReadOnlyStateDir(t *testing.T) {
 		if res.Code != 1 || !strings.Contains(res.Stderr, "read-only file system") {
 			t.Errorf("%s on a read-only state root: exit %d, want 1 with the OS's reason\nstderr: %s", strings.Join(args, " "), res.Code, res.Stderr)
 		}
+		if args[0] == "outbox" && !strings.Contains(res.Stderr, "crew outbox --peek shows the messages without marking them") {
+			t.Errorf("outbox on a read-only state root does not name --peek: %s", res.Stderr)
+		}
 	}
 	assertSameImage(t, "writes on a read-only state root", state, before)
-	for _, args := range [][]string{{"pending", "--run", "r1"}, {"task", "list", "--run", "r1"}, {"events", "--run", "r1"}, {"run", "show", "r1"}, {"mail", "check"}} {
+	for _, args := range [][]string{{"pending", "--run", "r1"}, {"task", "list", "--run", "r1"}, {"events", "--run", "r1"}, {"run", "show", "r1"}, {"mail", "check"}, {"outbox", "--peek", "--run", "r1"}} {
 		if res := runCrew(t, mnt, args...); res.Code != 0 {
 			t.Errorf("reader %s on a read-only state root: exit %d\n%s", strings.Join(args, " "), res.Code, res.Stderr)
 		}

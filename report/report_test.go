@@ -85,7 +85,7 @@ func newFixture(t *testing.T) *fixture {
 	f.must(t, err)
 	f.send(t, events.KindResponse, "t1", "leader", "Use Postgres.")
 	f.send(t, events.KindReport, "t1", "tester", "All green | <b>12</b> tests")
-	_, _, err = r.Complete(f.ctx, "t1", "tester", 0)
+	_, _, err = r.Complete(f.ctx, "t1", "tester", run.CompleteOptions{})
 	f.must(t, err)
 	f.send(t, events.KindMessage, events.Broadcast, "leader", "heads up")
 	st := f.send(t, events.KindSteer, "end", "leader", "go left")

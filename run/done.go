@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
@@ -137,13 +139,25 @@ func (b *tailBuffer) String() string {
 	return string(s)
 }
 
+// CompleteOptions are the settings of Complete.
+type CompleteOptions struct {
+	// Timeout bounds the done-when check; DefaultDoneTimeout when 0.
+	Timeout time.Duration
+	// Force completes the task even though its worker has not read
+	// follow-ups sent to it (unreadFollowUps).
+	Force bool
+}
+
 // Complete completes a task: if it has a done-when command, Complete runs
 // it first (Verify) and refuses with crew.ErrConflict unless it exits 0;
-// the check's result is stored in the task.completed event. A task that
-// cannot complete in its current state is refused before its check runs.
-func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Duration) (*state.Task, *state.Check, error) {
+// the check's result is stored in the task.completed event. Unless
+// o.Force, a task with follow-ups its worker has not read is refused
+// too (crew.ErrConflict, naming them): completing would drop the work
+// they queue. A task that cannot complete is refused before its check
+// runs.
+func (r *Run) Complete(ctx context.Context, id, actor string, o CompleteOptions) (*state.Task, *state.Check, error) {
 	// Refuse early, before a long check, when the task cannot complete.
-	st, err := r.TaskState()
+	st, err := r.stateFor(id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,7 +168,14 @@ func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Durat
 	if _, err := task.Next(t.ID, t.Status, task.Complete); err != nil {
 		return nil, nil, err
 	}
-	check, err := r.Verify(ctx, id, timeout)
+	var allowed func(*state.State, *state.Task) error
+	if !o.Force {
+		allowed = unreadFollowUps
+		if err := allowed(st, t); err != nil {
+			return nil, nil, err
+		}
+	}
+	check, err := r.Verify(ctx, id, o.Timeout)
 	if err != nil {
 		return nil, check, err
 	}
@@ -163,7 +184,29 @@ func (r *Run) Complete(ctx context.Context, id, actor string, timeout time.Durat
 		data = state.CheckData(check)
 	}
 	// The check may have taken minutes: the transition is validated again
-	// under the run lock (the leader may have cancelled the task meanwhile).
-	done, err := r.Transition(context.WithoutCancel(ctx), id, task.Complete, actor, "", data)
+	// under the run lock (the leader may have cancelled the task, or sent
+	// a follow-up, meanwhile).
+	done, err := r.transition(context.WithoutCancel(ctx), id, task.Complete, actor, "", data, st, allowed)
 	return done, check, err
+}
+
+// unreadFollowUps refuses to complete task t while follow-ups sent to it
+// are pending (not yet delivered: its worker has not read them), with
+// crew.ErrConflict naming them. st tracks t's open messages.
+func unreadFollowUps(st *state.State, t *state.Task) error {
+	var ids []string
+	for _, o := range st.OpenFor(t.ID) {
+		if o.Kind == events.KindFollowUp && o.Status == events.StatusPending {
+			ids = append(ids, o.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	them := "them"
+	if len(ids) == 1 {
+		them = "it"
+	}
+	return fmt.Errorf("task %s has %s its worker has not read (%s); crew inbox --task %s shows %s: read %s first, or complete with --force: %w",
+		t.ID, human.Count(len(ids), "follow-up"), strings.Join(ids, ", "), t.ID, them, them, crew.ErrConflict)
 }

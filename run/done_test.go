@@ -54,7 +54,7 @@ func TestVerifyKeepsTheTail(t *testing.T) {
 // Complete stores the check in task.completed, where state.CheckOf finds it.
 func TestCompleteRecordsTheCheck(t *testing.T) {
 	r, ctx := doneRun(t, `echo "in $PWD as $CREW_RUN/$CREW_TASK"`)
-	tk, c, err := r.Complete(ctx, "t1", "t1", 0)
+	tk, c, err := r.Complete(ctx, "t1", "t1", CompleteOptions{})
 	if err != nil || tk.Status != task.Completed {
 		t.Fatalf("Complete = %+v, %v", tk, err)
 	}
@@ -93,7 +93,7 @@ func TestVerifyInterrupted(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	_, _, err := r.Complete(ctx, "t1", "t1", 0)
+	_, _, err := r.Complete(ctx, "t1", "t1", CompleteOptions{})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, crew.ErrConflict) {
 		t.Fatalf("Complete after cancel: %v", err)
 	}
@@ -129,5 +129,35 @@ func TestTailBuffer(t *testing.T) {
 	u.Write([]byte("aé日x")) // a, é (2 bytes), 日 (3 bytes), x: the tail starts mid-日
 	if got := u.String(); got != "x" && got != "日x" {
 		t.Fatalf("tail cut inside a character: %q", got)
+	}
+}
+
+// A follow-up sent while the done-when check runs is seen when the
+// completion is validated again under the run lock: the task is not
+// completed over it (and is, with Force).
+func TestCompleteRefusesAFollowUpSentDuringTheCheck(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		r, ctx := doneRun(t, `touch started; while [ ! -f go ]; do sleep 0.01; done`)
+		dir := r.Manifest.Dir
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := r.Complete(ctx, "t1", "t1", CompleteOptions{Force: force})
+			done <- err
+		}()
+		for _, err := os.Stat(filepath.Join(dir, "started")); err != nil; _, err = os.Stat(filepath.Join(dir, "started")) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		m, err := r.Send(ctx, SendOptions{Kind: events.KindFollowUp, Task: "t1", From: "leader", Body: "and the changelog"})
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
+		err = <-done
+		st, serr := r.TaskState()
+		must(t, serr)
+		switch {
+		case force && (err != nil || st.Tasks["t1"].Status != task.Completed):
+			t.Errorf("Force: Complete = %v, task %s; want completed", err, st.Tasks["t1"].Status)
+		case !force && (!errors.Is(err, crew.ErrConflict) || !strings.Contains(err.Error(), m.ID) || st.Tasks["t1"].Status != task.Running):
+			t.Errorf("Complete = %v, task %s; want a conflict naming follow-up %s, and the task running", err, st.Tasks["t1"].Status, m.ID)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -149,6 +150,14 @@ var opEvents = map[task.Op]string{
 // transition is a *task.TransitionError (crew.ErrConflict); an unknown task
 // is crew.ErrNotFound.
 func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reason string, data json.RawMessage) (*state.Task, error) {
+	return r.transition(ctx, id, op, actor, reason, data, nil, nil)
+}
+
+// transition is Transition with one more rule: allowed, when not nil,
+// may refuse the transition too, seeing the task in a state that tracks
+// its open messages: view, a state.For(id) the caller read (store.Change).
+func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reason string, data json.RawMessage,
+	view *state.State, allowed func(*state.State, *state.Task) error) (*state.Task, error) {
 	typ, ok := opEvents[op]
 	if !ok {
 		return nil, fmt.Errorf("operation %s is not a plain transition: %w", op, crew.ErrInvalid)
@@ -156,7 +165,7 @@ func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reas
 	if !utf8.ValidString(reason) {
 		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
 	}
-	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+	ev, err := r.log.Commit(ctx, store.Change{View: view, Validate: func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(id)
 		if err != nil {
 			return nil, err
@@ -165,8 +174,13 @@ func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reas
 		if err != nil {
 			return nil, err
 		}
+		if allowed != nil {
+			if err := allowed(st, t); err != nil {
+				return nil, err
+			}
+		}
 		return &events.Event{Type: typ, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next), Reason: reason, Data: data}, nil
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}

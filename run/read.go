@@ -11,6 +11,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
 	"github.com/crew-dev/crew/task"
@@ -32,7 +33,9 @@ type InboxOptions struct {
 // and steering) and broadcasts; for Leader, what workers sent (outbox).
 // Reading marks pending messages delivered (one message.delivered event)
 // unless Peek; the messages returned show their status after that. A
-// damaged log is reported with crew.ErrDamaged after what could be read.
+// damaged log is reported with crew.ErrDamaged after what could be read;
+// a failure to mark them delivered is a *DeliverError, and nothing is
+// returned.
 func (r *Run) Inbox(ctx context.Context, participant string, o InboxOptions) ([]events.Message, error) {
 	var msgs []events.Message
 	err := r.EachInbox(ctx, participant, o, func(m *events.Message) error {
@@ -83,7 +86,7 @@ func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions,
 			// repaired; still show what could be read (as not delivered).
 			damage = err
 		} else if err != nil {
-			return err
+			return &DeliverError{Run: r.ID(), Messages: len(ids), Err: err}
 		}
 	}
 	st = nil // let the open messages of others go
@@ -92,6 +95,22 @@ func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions,
 	}
 	return damage
 }
+
+// DeliverError is the error of EachInbox (and Inbox) when it could not
+// record that the messages were read (message.delivered): most often a
+// state root that cannot be written (read-only, another user's). Reading
+// with InboxOptions.Peek writes nothing. Err, which it wraps, says why.
+type DeliverError struct {
+	Run      string
+	Messages int // how many were to be marked
+	Err      error
+}
+
+func (e *DeliverError) Error() string {
+	return fmt.Sprintf("cannot mark %s delivered in run %s: %v", human.Count(e.Messages, "message"), e.Run, e.Err)
+}
+
+func (e *DeliverError) Unwrap() error { return e.Err }
 
 // MarkDelivered records that participant (a task id, or Leader) has seen
 // the messages: those of ids still pending for it go to delivered, in one

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -18,12 +19,10 @@ import (
 func inboxCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "inbox",
-		Usage: "a worker's messages not yet acknowledged (inbox, steering, broadcasts); marks them delivered",
+		Usage: "a worker's messages not yet acknowledged (inbox, steering, broadcasts); marks them delivered (not with --peek)",
 		UsageText: "CREW_TASK=t1 crew inbox\n" +
 			"crew inbox --task t1 --unread --json\ncrew inbox --task t1 --follow",
-		Flags: []cli.Flag{runFlag, taskFlag, sinceFlag, followFlag,
-			&cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"},
-		},
+		Flags:  []cli.Flag{runFlag, taskFlag, sinceFlag, followFlag, unreadFlag, peekFlag},
 		Action: inbox,
 	}
 }
@@ -43,16 +42,20 @@ func inbox(c *cli.Context) error {
 func outboxCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "outbox",
-		Usage:     "the leader's view: what workers sent (questions, reports) not yet acknowledged; marks them delivered",
+		Usage:     "the leader's view: what workers sent (questions, reports) not yet acknowledged; marks them delivered (not with --peek)",
 		UsageText: "crew outbox\ncrew outbox --since 40 --follow --json",
-		Flags: []cli.Flag{runFlag, sinceFlag, followFlag,
-			&cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"},
-		},
-		Action: outbox,
+		Flags:     []cli.Flag{runFlag, sinceFlag, followFlag, unreadFlag, peekFlag},
+		Action:    outbox,
 	}
 }
 
 func outbox(c *cli.Context) error { return newEnv(c).readMailbox(run.Leader) }
+
+// Flags of inbox and outbox.
+var (
+	unreadFlag = &cli.BoolFlag{Name: "unread", Usage: "only messages not yet delivered"}
+	peekFlag   = &cli.BoolFlag{Name: "peek", Usage: "show the messages without marking them delivered (writes nothing: works on a read-only state root)"}
+)
 
 func (e *env) readMailbox(who string) error {
 	r, err := e.run()
@@ -76,7 +79,7 @@ func (e *env) readMailbox(who string) error {
 	first := true
 	for {
 		n := 0
-		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread")}, func(m *events.Message) error {
+		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread"), Peek: e.c.Bool("peek")}, func(m *events.Message) error {
 			n++
 			if m.Seq > since && w != nil {
 				since = m.Seq // with --follow, the next pass starts after what this one showed
@@ -85,6 +88,9 @@ func (e *env) readMailbox(who string) error {
 		})
 		if ferr := out.Flush(); err == nil {
 			err = ferr
+		}
+		if de := (*run.DeliverError)(nil); errors.As(err, &de) {
+			err = fmt.Errorf("%w; crew %s --peek shows the messages without marking them", err, e.c.Command.Name)
 		}
 		if err == nil && n == 0 && since > 0 && first {
 			// Nothing after the cursor: it may be past the log's end.

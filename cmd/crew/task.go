@@ -26,7 +26,7 @@ func taskCommand() *cli.Command {
 			taskListCommand(),
 			taskShowCommand(),
 			transitionCommand(task.Start, "start a pending task (worker)", "crew task start t1\nCREW_TASK=t1 crew task start"),
-			transitionCommand(task.Complete, "complete a running task; runs its done-when check first", "crew task complete t1"),
+			transitionCommand(task.Complete, "complete a running task; runs its done-when check first, and refuses while follow-ups are unread (--force)", "crew task complete t1"),
 			transitionCommand(task.Fail, "fail a task that has not ended", "crew task fail t1 --reason \"tests do not build\""),
 			transitionCommand(task.Cancel, "cancel a task that has not ended (leader)", "crew task cancel t1 --reason \"not needed\""),
 			transitionCommand(task.Retry, "put a failed or cancelled task back to pending (leader)", "crew task retry t1"),
@@ -151,7 +151,8 @@ func transitionCommand(op task.Op, usage, example string) *cli.Command {
 		flags = append(flags, &cli.StringFlag{Name: "reason", Usage: "why, in `TEXT`"})
 	}
 	if op == task.Complete {
-		flags = append(flags, &cli.StringFlag{Name: "done-timeout", Usage: "bound on the task's done-when check, a `DURATION`", Value: "10m"})
+		flags = append(flags, &cli.StringFlag{Name: "done-timeout", Usage: "bound on the task's done-when check, a `DURATION`", Value: "10m"},
+			&cli.BoolFlag{Name: "force", Usage: "complete even though the worker has not read follow-ups sent to it"})
 	}
 	return &cli.Command{
 		Name:      string(op),
@@ -179,7 +180,7 @@ func transition(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		t, check, err = r.Complete(c.Context, id, actor, d)
+		t, check, err = r.Complete(c.Context, id, actor, run.CompleteOptions{Timeout: d, Force: c.Bool("force")})
 		if check != nil && err == nil && !e.json {
 			fmt.Fprintf(e.stdout, "check passed: %s\n", human.Escape(check.Command))
 		}
