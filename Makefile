@@ -23,8 +23,10 @@ demo: build
 vet:
 	$(GO) vet ./...
 
+# -timeout: the guarantee package (its 100 power cuts included) takes
+# minutes, near go test's default 10 on a loaded 2-core machine.
 test: vet
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 # The power-loss suite alone, longer: POWERLOSS_CUTS power cuts (make test
 # makes 100) of state roots on LazyFS, a FUSE file system that loses every
