@@ -148,6 +148,10 @@ func TestKill9(t *testing.T) {
 				all = append(all, live[i])
 			}
 		}
+		// On a loaded machine the writers may not have finished an
+		// operation yet: let the round go on until one has (so every round
+		// tests something acknowledged), however long the machine takes.
+		waitForSuccess(t, all, time.Minute)
 		// Every round ends with SIGKILL of every writer, whatever it was
 		// doing; every other round, just after a write to the log, to hit
 		// the window between a commit and its projections.
@@ -222,6 +226,20 @@ func TestKill9(t *testing.T) {
 		rounds, stats.ops, stats.childKills, stats.groupKills, stats.tornLog, stats.tornMailbox, stats.projBehind, stats.temps)
 	if stats.ops < rounds {
 		t.Fatalf("only %d operations succeeded in %d rounds: the writers did not get to work", stats.ops, rounds)
+	}
+}
+
+// waitForSuccess returns once one of the writers has recorded an
+// operation that returned success, or after limit. It polls their record
+// files: it paces the test's own processes, not the product.
+func waitForSuccess(t *testing.T, writers []*killWriter, limit time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		for _, w := range writers {
+			if len(readRecord(t, w.record)) > 0 {
+				return
+			}
+		}
 	}
 }
 

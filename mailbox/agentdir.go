@@ -1,6 +1,8 @@
 package mailbox
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -73,7 +75,8 @@ func (d *AgentDir) Deliver(m Mail, sync bool) (name string, err error) {
 // message that cannot have been delivered to d before, such as a run
 // message committed since the caller last looked: it does not look in
 // archive/ for an earlier copy. A name already taken is still refused,
-// never overwritten.
+// never overwritten, unless it holds no JSON at all (a copy damaged by a
+// power cut; see Tree.Deliver), which is replaced.
 func (d *AgentDir) DeliverNew(m Mail) (name string, err error) {
 	return d.deliver(m, false, true)
 }
@@ -90,27 +93,114 @@ func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
 		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
 	}
 	name = Name(m)
-
-	// Delivered before and archived since: delivering it again would show
-	// an archived message as new.
-	if !fresh {
-		archived := filepath.Join(ArchiveDir, name)
-		if id, err := treeFileID(d.r, archived); err == nil && id == m.ID {
-			return name, treeSyncExisting(d.r, archived, sync)
+	for range 3 {
+		// Delivered before and archived since: delivering it again would
+		// show an archived message as new.
+		if !fresh && d.archiveIsDir() {
+			archived := filepath.Join(ArchiveDir, name)
+			c, err := d.lookCopy(archived, m.ID)
+			switch {
+			case err != nil:
+				return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+			case c.state == copySame:
+				return name, treeSyncExisting(d.r, archived, sync)
+			case c.state == copyDamaged:
+				err := d.replace(archived, data, c.info, sync)
+				if errors.Is(err, errChanged) {
+					continue
+				}
+				if err != nil {
+					return "", fmt.Errorf("deliver to %s: replace %s: %w", d.agent, d.path(archived), err)
+				}
+				return name, nil
+			}
 		}
-	}
-	err = d.create(name, data, sync)
-	if errors.Is(err, fs.ErrExist) {
-		id, rerr := treeFileID(d.r, name)
-		if rerr == nil && id == m.ID {
+		err = d.create(name, data, sync)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+		}
+		c, err := d.lookCopy(name, m.ID)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+		case c.state == copySame:
 			return name, treeSyncExisting(d.r, name, sync)
+		case c.state == copyGone: // archived or removed meanwhile: look again
+			continue
+		case c.state == copyDamaged:
+			err := d.replace(name, data, c.info, sync)
+			if errors.Is(err, errChanged) {
+				continue
+			}
+			if err != nil {
+				return "", fmt.Errorf("deliver to %s: replace %s: %w", d.agent, d.path(name), err)
+			}
+			return name, nil
 		}
 		return "", fmt.Errorf("deliver to %s: %s exists and holds another message: %w", d.agent, d.path(name), crew.ErrConflict)
 	}
-	if err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
+	return "", fmt.Errorf("deliver to %s: %s kept changing while it was delivered: %w", d.agent, d.path(name), crew.ErrConflict)
+}
+
+// copyState is what lookCopy found under a message's name.
+type copyState int
+
+const (
+	copyGone    copyState = iota // no file of that name
+	copySame                     // a whole file of the same message (same id)
+	copyDamaged                  // a regular file that holds no JSON at all
+	copyOther                    // anything else: another message, another tool's file, a link
+)
+
+// foundCopy is what lookCopy found, with the FileInfo of a damaged file
+// (to replace it only if it is still the one read).
+type foundCopy struct {
+	state copyState
+	info  fs.FileInfo
+}
+
+// lookCopy reports what the name rel (in d or its archive/) holds for the
+// message id. A regular file whose bytes are not JSON at all (empty, cut
+// short, zero-filled) is damaged: what a power cut leaves of a copy whose
+// name reached the disk and whose data did not (link(2) and rename(2) are
+// metadata, written at once; a projection's copy is never fsynced). The
+// name carries the message's id (Name), so such a file can only be an
+// earlier copy of the same message, and delivering it again replaces it.
+// A whole JSON file is never replaced, whatever it holds.
+func (d *AgentDir) lookCopy(rel, id string) (foundCopy, error) {
+	fi, err := d.r.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return foundCopy{state: copyGone}, nil
+	case err != nil:
+		return foundCopy{}, err
+	case !fi.Mode().IsRegular():
+		return foundCopy{state: copyOther}, nil
 	}
-	return name, nil
+	data, info, err := treeReadFile(d.r, rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return foundCopy{state: copyGone}, nil
+	}
+	if err != nil {
+		return foundCopy{}, err
+	}
+	if !json.Valid(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))) {
+		return foundCopy{state: copyDamaged, info: info}, nil
+	}
+	if m, err := Parse(data); err == nil && m.ID == id {
+		return foundCopy{state: copySame}, nil
+	}
+	return foundCopy{state: copyOther}, nil
+}
+
+// archiveIsDir reports whether d's archive/ is a real directory (not a
+// symbolic link): only then is a copy looked for, or replaced, in it.
+func (d *AgentDir) archiveIsDir() bool {
+	fi, err := d.r.Lstat(ArchiveDir)
+	return err == nil && fi.IsDir()
 }
 
 // SetRead is Tree.SetRead in d: it sets the read flag of the message id

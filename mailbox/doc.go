@@ -28,7 +28,10 @@
 // Delivery (Tree.Deliver) is Maildir's (https://cr.yp.to/proto/maildir.html)
 // in one directory: write a hidden, uniquely named temp file, fsync(2) it,
 // link(2) it to its final name (never overwriting), fsync(2) the directory.
-// A reader therefore sees a message whole or not at all. Readers (List,
+// A reader therefore sees a message whole or not at all. A projection's
+// copy is not fsynced (the log is): a power cut can leave its name with
+// no data, which Find and List report as damaged and delivering the
+// message again replaces (the name carries the id). Readers (List,
 // Find) skip hidden files and report, without stopping, files they cannot
 // parse — trees written by other mail-async tools have names without
 // milliseconds, pretty-printed JSON, torn files and leftover temp files.

@@ -6,8 +6,9 @@ import "time"
 // files under .crew/state/mail, or a tree kept on a server for agents that
 // share no files (natsstore's JetStream key-value bucket). Every
 // implementation keeps Tree's rules, which its methods document: one
-// message per name (Name), delivery that never overwrites and is
-// idempotent by id, a read flag changed atomically, archive as a move
+// message per name (Name), delivery that never overwrites a whole
+// message and is idempotent by id (a copy a power cut left without its
+// data is delivered again), a read flag changed atomically, archive as a move
 // that never archives an unread message unless asked, the sentinel errors
 // crew.ErrInvalid, crew.ErrNotFound and crew.ErrConflict where Tree
 // returns them. sync asks for a durable write where the store has a choice
@@ -52,7 +53,8 @@ type AgentBox interface {
 	// DeliverNew is Deliver, without sync, of a message that cannot have
 	// been delivered before (a run message just committed): a store may
 	// skip looking for an earlier or archived copy. A name already taken
-	// is still refused, never overwritten.
+	// is still refused, never overwritten, unless it holds no whole
+	// message: a copy damaged by a power cut is replaced (Tree.Deliver).
 	DeliverNew(m Mail) (name string, err error)
 	// SetRead is Store.SetRead for the agent.
 	SetRead(id string, read bool, sync bool) error

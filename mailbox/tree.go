@@ -478,9 +478,15 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 // Delivery is idempotent: if a file of that name already exists in the
 // directory or in archive/ and holds a message with the same id, Deliver
 // writes nothing and returns the name and nil (its read flag is left as
-// it is; see SetRead). A file of that name with another id is an error
-// wrapping crew.ErrConflict. On a file system without hard links the link
-// falls back to a rename after checking the name is free.
+// it is; see SetRead). A file of that name with another id, or any other
+// file that is whole JSON, or a symbolic link, is an error wrapping
+// crew.ErrConflict. A regular file of that name that holds no JSON at all
+// (empty, cut short or zero-filled: a copy whose name survived a power
+// cut and whose data, never fsynced, did not) is an earlier copy of the
+// same message, since the name carries its id: it is replaced atomically
+// by a rename, where it is (in archive/ too), and the message read again
+// whole. On a file system without hard links the link falls back to a
+// rename after checking the name is free.
 //
 // An empty m.Priority is delivered as "normal". Deliver returns an error
 // wrapping crew.ErrInvalid, and writes nothing, if agent, m.From or m.ID is
@@ -519,16 +525,6 @@ func treeCheck(m Mail) error {
 		return fmt.Errorf("mail has no timestamp: %w", crew.ErrInvalid)
 	}
 	return nil
-}
-
-// treeFileID returns the "id" stored in the mail file at rel ("" if none).
-func treeFileID(r *os.Root, rel string) (string, error) {
-	data, err := r.ReadFile(rel)
-	if err != nil {
-		return "", err
-	}
-	m, err := Parse(data)
-	return m.ID, err
 }
 
 // treeSyncExisting makes an already delivered file durable if sync: it may

@@ -100,9 +100,12 @@ func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, resp
 
 // WaitRun blocks until every task is terminal. It returns nil when all
 // completed, an error wrapping crew.ErrIncomplete when any failed or was
-// cancelled, crew.ErrTimeout at ctx's deadline. progress, if not nil, is
-// called with the state each time it may have changed (its tasks only, as
-// TaskState reads it).
+// cancelled, crew.ErrTimeout at ctx's deadline. A run with no tasks has
+// nothing to wait for: nil at once. A damaged log is crew.ErrDamaged at
+// once, as for every reader: what the tasks will do cannot be told from
+// a log that cannot be read whole. progress, if not nil, is called with
+// the state each time it may have changed (its tasks only, as TaskState
+// reads it), and once before either error.
 func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
 	w := r.Watch()
 	defer w.Close()
@@ -114,6 +117,12 @@ func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
 		if progress != nil {
 			progress(st)
 		}
+		if err := st.Err(); err != nil {
+			return err
+		}
+		if len(st.Tasks) == 0 {
+			return nil
+		}
 		done, failed := 0, 0
 		for _, t := range st.Tasks {
 			if t.Status.Terminal() {
@@ -123,7 +132,7 @@ func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
 				}
 			}
 		}
-		if len(st.Tasks) > 0 && done == len(st.Tasks) {
+		if done == len(st.Tasks) {
 			if failed > 0 {
 				return fmt.Errorf("%d of %s did not complete: %w", failed, human.Count(done, "task"), crew.ErrIncomplete)
 			}

@@ -64,8 +64,12 @@ crew respond t1 "Use Postgres." --run r1`,
 	}
 	app.Setup()
 	setUsageErrors(app.Commands)
-	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "crew %s\n", c.App.Version) } // as crew version prints it
 	return app
+}
+
+func init() {
+	// Set once, not per app: crew mcp runs several apps at once.
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "crew %s\n", c.App.Version) } // as crew version prints it
 }
 
 // unknownCommand is the App.Metadata key under which CommandNotFound
@@ -145,6 +149,7 @@ func commands() []*cli.Command {
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
 		{mailCommand(), watchCommand(), repairCommand(), versionCommand()},
+		{mcpCommand(), hookCommand(), setupCommand()},
 	} {
 		all = append(all, group...)
 	}

@@ -49,11 +49,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "crew")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCrew(t)
 	t.Run("leader-and-three-workers", func(t *testing.T) { e2eLeaderAndWorkers(t, bin, e2eFileStore(t)) })
 	t.Run("nats-separate-directories", func(t *testing.T) { e2eLeaderAndWorkers(t, bin, e2eNATSStore(t)) })
 	t.Run("make-demo", func(t *testing.T) { e2eDemoScript(t, bin) })

@@ -46,13 +46,7 @@ const memoryLimit = 52 << 20
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	app := newApp(stdin, stdout, stderr)
-	app.Metadata[commandLine] = args[1:]
-	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
-	closeStore(app)
-	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
-		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
-	}
+	err := execute(ctx, args, stdin, stdout, stderr)
 	if err == nil {
 		return 0
 	}
@@ -61,6 +55,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	return report(stderr, err, jsonRequested(args[1:]))
+}
+
+// execute runs one crew command line (args[0] is the program's name)
+// and returns its error: what Main reports, and what crew mcp turns into
+// a tool result.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	app := newApp(stdin, stdout, stderr)
+	app.Metadata[commandLine] = args[1:]
+	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
+	closeStore(app)
+	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
+		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
+	}
+	return err
 }
 
 // Exit codes (docs/cli.md, Exit codes).

@@ -166,7 +166,7 @@ func runShow(c *cli.Context) error {
 func runWaitCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "wait",
-		Usage: "block until every task has ended: exit 0 if all completed, 6 if any failed or was cancelled, 5 on timeout",
+		Usage: "block until every task has ended: exit 0 if all completed (or the run has no task), 6 if any failed or was cancelled, 5 on timeout, 7 on a damaged log",
 		UsageText: "crew run wait r1 --timeout 30m\n" +
 			"crew run wait && echo all done",
 		ArgsUsage: "[RUN]",
@@ -196,6 +196,9 @@ func runWait(c *cli.Context) error {
 	st, serr := r.TaskState()
 	if serr == nil {
 		e.emit(fullRecord(r.Manifest, st), summary(st))
+		if err == nil && len(st.Tasks) == 0 {
+			e.warn(fmt.Errorf("run %s has no tasks: nothing to wait for", r.ID()))
+		}
 	}
 	return err
 }

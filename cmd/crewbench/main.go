@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,nats (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,nats (for work on one figure)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -140,6 +140,12 @@ type result struct {
 	NATSWakeCallP50ms  float64 `json:"nats_wake_call_p50_ms"`
 	NATSSendPerS       float64 `json:"nats_send_per_s"`
 	NATSRawPublishPerS float64 `json:"nats_raw_publish_per_s"`
+
+	// Agents (agents.go): crew hook claude and crew mcp.
+	HookIdleP50ms float64 `json:"hook_idle_ms_p50"`
+	HookIdleP99ms float64 `json:"hook_idle_ms_p99"`
+	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
+	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
 }
 
 // step prints progress on stderr.
@@ -289,6 +295,28 @@ func bench(c config) error {
 		}
 		res.PeakRSSMB, res.InboxMessages, res.InboxMs = rss.mb, rss.messages, rss.ms
 		rows = append(rows, row{"peak_rss_mb", fmt.Sprintf("`crew inbox --json` over %d messages, peak RSS", rss.messages), f1(res.PeakRSSMB), "≤ 64", fmt.Sprintf("took %.1f s", rss.ms/1000)})
+	}
+
+	if c.runs("agents") {
+		step("%d idle crew hook claude PostToolUse processes", c.wake)
+		if res.HookIdleP50ms, res.HookIdleP99ms, err = hookIdle(tmp, c, c.wake); err != nil {
+			return err
+		}
+		step("steers through one crew mcp session against the library, %d rounds of %s each", c.rounds, c.round)
+		lib, viaMCP, stop, err := mcpSteer(tmp, c)
+		if err != nil {
+			return err
+		}
+		libS, mcpS, err := alternateWith(c, "library", lib, "mcp", viaMCP)
+		stop()
+		if err != nil {
+			return err
+		}
+		res.MCPSteerPerS, res.MCPSteerRatio = median(mcpS), medianRatio(mcpS, libS)
+		rows = append(rows,
+			row{"hook_idle_ms", "`crew hook claude PostToolUse` with nothing new, whole process: p50 / p99", f2(res.HookIdleP50ms) + " / " + f2(res.HookIdleP99ms), "≤ 3 / ≤ 10", fmt.Sprintf("%d samples", c.wake)},
+			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
+		)
 	}
 
 	if c.runs("nats") {

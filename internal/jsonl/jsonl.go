@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"time"
 
 	"github.com/crew-dev/crew/internal/fsys"
 )
@@ -81,7 +83,52 @@ func (r *Reader) Num() int64 { return r.num }
 // CompleteSize returns the size of f up to and including its last '\n': the
 // bytes that hold complete lines. A torn tail lies between it and the file's
 // size.
+//
+// The file may be shorter than its stat says a moment before: a reader
+// takes no lock, and a writer holding the file's lock cuts a torn last
+// line off (CutTorn) after a crash; on a FUSE file system the size of a
+// write in progress can show before its bytes do. A read that ends early
+// is then no error: the file ends where the read did, or, when nothing
+// was read, it is measured again from a new stat.
 func CompleteSize(f *os.File) (complete, size int64, err error) {
+	return completeSize(f)
+}
+
+// statReaderAt is what completeSize reads: an *os.File.
+type statReaderAt interface {
+	io.ReaderAt
+	Stat() (fs.FileInfo, error)
+}
+
+// shrinkRetries is how many times completeSize measures a file that was
+// shorter than its stat said, waiting a little longer each time (45 ms in
+// all): more means something keeps truncating it.
+const shrinkRetries = 10
+
+func completeSize(f statReaderAt) (complete, size int64, err error) {
+	for try := range shrinkRetries {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * time.Millisecond)
+		}
+		complete, size, err = completeSizeOnce(f)
+		if !errors.Is(err, io.EOF) {
+			return complete, size, err
+		}
+	}
+	return 0, 0, fmt.Errorf("measure %s: it kept being shorter than its size while it was read: %w", fileName(f), err)
+}
+
+// fileName names f in errors.
+func fileName(f any) string {
+	if n, ok := f.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return "file"
+}
+
+// completeSizeOnce is completeSize from one stat: io.EOF when the file is
+// shorter than that stat said, by more than its last block.
+func completeSizeOnce(f statReaderAt) (complete, size int64, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return 0, 0, err
@@ -94,7 +141,12 @@ func CompleteSize(f *os.File) (complete, size int64, err error) {
 		if end < n {
 			n = end
 		}
-		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+		got, err := f.ReadAt(buf[:n], end-n)
+		if err == io.EOF && end == size && got > 0 {
+			// The file ends where this read did.
+			n, end, size, err = int64(got), end-n+int64(got), end-n+int64(got), nil
+		}
+		if err != nil {
 			return 0, 0, err
 		}
 		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {

@@ -1,0 +1,178 @@
+package main
+
+// crew setup against existing configuration files with the user's own
+// content: unknown keys and other servers and hooks kept, a second run
+// changes nothing, --dry-run writes nothing.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runSetup(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := Main(append([]string{"crew", "setup", "--project", dir}, args...), strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("crew setup %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
+	}
+	return stdout.String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, ".mcp.json"), `{"mcpServers": {"github": {"command": "gh-mcp"}}, "x-note": "mine"}`)
+	writeFile(t, filepath.Join(dir, ".claude", "settings.json"), `{
+  "permissions": {"allow": ["Bash(go test:*)"]},
+  "hooks": {"PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "gofmt -w ."}]}]}
+}`)
+	settings := filepath.Join(dir, ".claude", "settings.json")
+	before, _ := os.ReadFile(settings)
+	out := runSetup(t, dir, "claude", "--task", "t1", "--dry-run")
+	if !strings.Contains(out, "would have updated") || !strings.Contains(out, "+ ") {
+		t.Fatalf("--dry-run printed:\n%s", out)
+	}
+	if after, _ := os.ReadFile(settings); !bytes.Equal(before, after) {
+		t.Fatal("--dry-run wrote settings.json")
+	}
+	out = runSetup(t, dir, "claude", "--task", "t1")
+	if !strings.Contains(out, "updated "+filepath.Join(dir, ".mcp.json")) || !strings.Contains(out, "updated "+settings) {
+		t.Fatalf("setup printed:\n%s", out)
+	}
+	mcpDoc := readJSON(t, filepath.Join(dir, ".mcp.json"))
+	servers := mcpDoc["mcpServers"].(map[string]any)
+	if servers["github"] == nil || mcpDoc["x-note"] != "mine" {
+		t.Fatalf("user content lost: %v", mcpDoc)
+	}
+	crewServer := servers["crew"].(map[string]any)
+	if crewServer["command"] != "crew" || mustJSON(t, crewServer["args"]) != `["mcp","--task","t1"]` {
+		t.Fatalf("crew server: %v", crewServer)
+	}
+	doc := readJSON(t, settings)
+	if doc["permissions"] == nil {
+		t.Fatalf("permissions lost: %v", doc)
+	}
+	hooks := doc["hooks"].(map[string]any)
+	post := hooks["PostToolUse"].([]any)
+	if len(post) != 2 || !strings.Contains(mustJSON(t, post[0]), "gofmt") || !strings.Contains(mustJSON(t, post[1]), "crew hook claude PostToolUse --task t1") {
+		t.Fatalf("PostToolUse hooks: %v", post)
+	}
+	for _, event := range hookEvents {
+		if !strings.Contains(mustJSON(t, hooks[event]), "crew hook claude "+event) {
+			t.Errorf("no crew hook for %s: %v", event, hooks[event])
+		}
+	}
+	// Idempotent: a second run changes nothing.
+	first, _ := os.ReadFile(settings)
+	out = runSetup(t, dir, "claude", "--task", "t1")
+	if strings.Count(out, "unchanged ") != 2 {
+		t.Fatalf("second setup printed:\n%s", out)
+	}
+	if again, _ := os.ReadFile(settings); !bytes.Equal(first, again) {
+		t.Fatal("a second setup changed settings.json")
+	}
+	// Another pin replaces crew's entries instead of adding to them.
+	runSetup(t, dir, "claude", "--task", "t2")
+	post = readJSON(t, settings)["hooks"].(map[string]any)["PostToolUse"].([]any)
+	if len(post) != 2 || !strings.Contains(mustJSON(t, post[1]), "--task t2") {
+		t.Fatalf("after --task t2: %v", post)
+	}
+}
+
+func TestSetupClaudeRefusesBrokenJSON(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, ".mcp.json"), `{"mcpServers": `)
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"crew", "setup", "claude", "--project", dir}, strings.NewReader(""), &stdout, &stderr); code != exitInvalid {
+		t.Fatalf("exit %d, want %d: %s", code, exitInvalid, stderr.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".mcp.json")); string(b) != `{"mcpServers": ` {
+		t.Fatal("a broken file was overwritten")
+	}
+}
+
+func TestSetupCodexKeepsTheRestOfTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".codex", "config.toml")
+	user := `# my settings
+model = "gpt-5-codex"
+
+[mcp_servers.github]
+command = "gh-mcp"
+
+[mcp_servers.crew]
+command = "old-crew"
+
+[mcp_servers.crew.env]
+X = "1"
+
+[profiles.fast]
+model = "o4-mini"
+`
+	writeFile(t, path, user)
+	runSetup(t, dir, "codex", "--run", "r1", "--task", "t1")
+	b, _ := os.ReadFile(path)
+	want := `# my settings
+model = "gpt-5-codex"
+
+[mcp_servers.github]
+command = "gh-mcp"
+
+[mcp_servers.crew]
+command = "crew"
+args = ["mcp", "--run", "r1", "--task", "t1"]
+[profiles.fast]
+model = "o4-mini"
+`
+	if string(b) != want {
+		t.Fatalf("config.toml:\n%s\nwant\n%s", b, want)
+	}
+	if out := runSetup(t, dir, "codex", "--run", "r1", "--task", "t1"); !strings.HasPrefix(out, "unchanged ") {
+		t.Fatalf("second setup: %s", out)
+	}
+	// A new file is created with the table alone.
+	fresh := t.TempDir()
+	runSetup(t, fresh, "codex")
+	if b, _ := os.ReadFile(filepath.Join(fresh, ".codex", "config.toml")); string(b) != "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [\"mcp\"]\n" {
+		t.Fatalf("new config.toml: %q", b)
+	}
+}
+
+// mustJSON marshals v (maps with their keys sorted).
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

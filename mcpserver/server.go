@@ -1,0 +1,162 @@
+// Package mcpserver is crew as a Model Context Protocol server: every
+// operation a leader or a worker has on the command line is a tool with
+// the command's name (crew steer is crew_steer, crew task add is
+// crew_task_add), its meaning and, as structured output, what the
+// command prints with --json.
+//
+// The package holds no rule of crew's. A tool call becomes the command
+// line of the same command (Tool.argv) and is carried out by an Exec the
+// caller provides: cmd/crew runs its own command-line application in
+// process, so identity (--run, --task, --as and CREW_*), validation,
+// defaults and the printed records are the command's, not a copy of
+// them. What this package adds is what only MCP has: input schemas,
+// descriptions, the JSON lines gathered into one object, errors as tool
+// results (isError) naming the exit-code class, and progress
+// notifications while crew_ask waits.
+//
+// Protocol and SDK: https://modelcontextprotocol.io/specification and
+// github.com/modelcontextprotocol/go-sdk (mcp.AddTool: schemas from the
+// input structs' json and jsonschema tags).
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Exec runs one crew command line in process: args are what follows
+// "crew" (the command, its flags, "--" and its arguments), stdin is its
+// standard input (a message body, passed as "-"), and it returns what the
+// command printed on standard output with --json: one JSON object per
+// line. A failing command returns an error whose text names its
+// exit-code class (see Error), with what it printed before failing.
+type Exec func(ctx context.Context, args []string, stdin string) (stdout []byte, err error)
+
+// Error is a failed command: Class is the exit-code class of docs/cli.md
+// (invalid, conflict, not_found, timeout, incomplete, damaged, io), Exit
+// the exit code the command line would return, Message the error's text.
+type Error struct {
+	Class   string
+	Exit    int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (exit %d): %s", e.Class, e.Exit, e.Message)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Exec carries out each tool call (required).
+	Exec Exec
+	// Version is reported to clients in the initialize result.
+	Version string
+	// ProgressEvery is the interval of the progress notifications
+	// crew_ask sends while it waits (default 5 s: clients that give up on
+	// a call idle for 10 s or more keep waiting).
+	ProgressEvery time.Duration
+}
+
+// DefaultProgressEvery is Options.ProgressEvery's default.
+const DefaultProgressEvery = 5 * time.Second
+
+// New returns an MCP server with every crew tool. Serve it with
+// server.Run(ctx, &mcp.StdioTransport{}).
+func New(o Options) *mcp.Server {
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = DefaultProgressEvery
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "crew", Title: "crew: leader and worker agents through durable mailboxes", Version: o.Version},
+		&mcp.ServerOptions{Instructions: instructions})
+	addTools(s, o)
+	return s
+}
+
+// instructions is what a client may show its model about the server as a
+// whole.
+const instructions = `crew coordinates a leader agent and worker agents through durable mailboxes.
+A worker (this server started with --task or CREW_TASK) calls crew_task_start, then works; at each safe point (after a step, before a long one) it calls crew_inbox and acts on steers first, acknowledging what it has acted on with crew_ack; when it needs a decision it calls crew_ask with wait=true and follows the answer; it tells the leader things with crew_report and ends with crew_task_complete (or crew_task_fail).
+A leader creates a run and tasks (crew_run_create, crew_task_add), watches crew_pending for waiting tasks and reports, answers with crew_respond, and redirects workers with crew_steer (read at their next safe point), crew_follow_up (after their current step) and crew_nudge (ask a quiet worker for status).
+Errors name their class: invalid, conflict (not allowed in the task's current state), not_found, timeout, incomplete, damaged, io.`
+
+// call is the command line a tool call becomes.
+type call struct {
+	args  []string // after "crew": command path, flags
+	pos   []string // positional arguments, after "--"
+	stdin string   // the body, read from "-"
+}
+
+// flag appends --name value when value is not empty.
+func (c *call) flag(name, value string) {
+	if value != "" {
+		c.args = append(c.args, "--"+name, value)
+	}
+}
+
+// boolFlag appends --name when on.
+func (c *call) boolFlag(name string, on bool) {
+	if on {
+		c.args = append(c.args, "--"+name)
+	}
+}
+
+// int64Flag appends --name n when n is not 0.
+func (c *call) int64Flag(name string, n int64) {
+	if n != 0 {
+		c.args = append(c.args, "--"+name, strconv.FormatInt(n, 10))
+	}
+}
+
+// body passes b as the body: "-" and standard input, so that any text
+// (one starting with "-" too) arrives byte for byte.
+func (c *call) body(b string) {
+	c.pos = append(c.pos, "-")
+	c.stdin = b
+}
+
+func (c *call) line() []string {
+	args := append([]string{}, c.args...)
+	if len(c.pos) > 0 {
+		args = append(args, "--")
+		args = append(args, c.pos...)
+	}
+	return args
+}
+
+// output gathers what a command printed (JSON lines) into the tool's
+// structured output: the one record itself when list is "", else an
+// object holding the records, in order, as an array under the key list.
+// The records are the command's bytes, unchanged.
+func output(stdout []byte, list string) (json.RawMessage, error) {
+	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
+	if len(lines) == 1 && len(lines[0]) == 0 {
+		lines = nil
+	}
+	for _, l := range lines {
+		if !json.Valid(l) {
+			return nil, fmt.Errorf("command printed a line that is not JSON: %.200q", l)
+		}
+	}
+	if list == "" {
+		if len(lines) == 0 {
+			return json.RawMessage(`{}`), nil
+		}
+		// A command that prints several records (task complete prints only
+		// the task with --json) gives the last: the result.
+		return json.RawMessage(lines[len(lines)-1]), nil
+	}
+	key, _ := json.Marshal(list)
+	var b bytes.Buffer
+	b.WriteString("{")
+	b.Write(key)
+	b.WriteString(":[")
+	b.Write(bytes.Join(lines, []byte(",")))
+	b.WriteString("]}")
+	return b.Bytes(), nil
+}
