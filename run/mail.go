@@ -95,6 +95,26 @@ func firstLine(s string, n int) string {
 	return s
 }
 
+// MailIDs returns the ids of agent's messages not yet read (with all,
+// every message not archived), oldest first: what a mail client opens,
+// for ReadMail. Files that cannot be read are returned in bad; an unknown
+// agent is crew.ErrNotFound.
+func (root *Root) MailIDs(agent string, all bool) (ids []string, bad []error, err error) {
+	if err := crew.ValidateID("agent", agent); err != nil {
+		return nil, nil, err
+	}
+	entries, bad, err := root.Mail().List(agent, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, en := range entries {
+		if all || !en.Mail.Read {
+			ids = append(ids, en.Mail.ID)
+		}
+	}
+	return ids, bad, nil
+}
+
 // ReadMail returns the agent's messages with the given ids and marks them
 // read. For copies of run messages the read flag is not the source of
 // truth: ReadMail records message.delivered in the run (which then sets the

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -55,6 +56,28 @@ func Find(dir string, perm crew.Perm) (*Root, error) {
 		return nil, err
 	}
 	return NewRoot(s), nil
+}
+
+// Above returns the state root that one made by Init(dir) would shadow:
+// the directory of the nearest .crew above dir's (Find, started from
+// there, would find it; from dir and below, it finds the new one). It
+// returns "" when there is none.
+func Above(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	if filepath.Base(abs) == DirName {
+		abs = filepath.Dir(abs)
+	}
+	if filepath.Dir(abs) == abs {
+		return ""
+	}
+	s, err := file.Find(filepath.Dir(abs), crew.PrivatePerm)
+	if err != nil {
+		return ""
+	}
+	return s.Dir()
 }
 
 // Dir returns the state root's directory, "" for a store without one.

@@ -62,7 +62,7 @@ func (s *State) Apply(e *events.Event) ([]Effect, error) {
 		if err := json.Unmarshal(e.Data, &m); err != nil {
 			return nil, fmt.Errorf("seq %d: bad run.created: %w", e.Seq, err)
 		}
-		s.Leader = m.Leader
+		s.Run, s.Leader = m.ID, m.Leader
 		return nil, nil
 	case events.TaskCreated:
 		var spec TaskSpec

@@ -87,6 +87,7 @@ func (o *Open) Copy() Copy { return Copy{ID: o.ID, From: o.From, SentAt: o.SentA
 type State struct {
 	Seq    int64            `json:"seq"`
 	Offset int64            `json:"offset"`
+	Run    string           `json:"run,omitempty"` // the run's id, from run.created (errors name it)
 	Leader string           `json:"leader"`
 	Tasks  map[string]*Task `json:"tasks"`
 	// Open is keyed by Key: a message id, or id@task for a broadcast's
@@ -199,17 +200,23 @@ func (s *State) TaskList() []*Task {
 }
 
 // Task returns the task with the given id. An unknown id is
-// crew.ErrNotFound, naming a case variant when the run has one.
+// crew.ErrNotFound, naming the run (the run a command acts in is often
+// implicit: CREW_RUN, or the latest) and a case variant when the run has
+// one.
 func (s *State) Task(id string) (*Task, error) {
 	if t := s.Tasks[id]; t != nil {
 		return t, nil
 	}
+	in := "this run"
+	if s.Run != "" {
+		in = "run " + s.Run
+	}
 	for _, t := range s.Tasks {
 		if crew.SameID(t.ID, id) {
-			return nil, fmt.Errorf("no task %s in this run (did you mean %s?): %w", id, t.ID, crew.ErrNotFound)
+			return nil, fmt.Errorf("no task %s in %s (did you mean %s?): %w", id, in, t.ID, crew.ErrNotFound)
 		}
 	}
-	return nil, fmt.Errorf("no task %s in this run (crew task list shows the tasks): %w", id, crew.ErrNotFound)
+	return nil, fmt.Errorf("no task %s in %s (crew task list shows the tasks): %w", id, in, crew.ErrNotFound)
 }
 
 // OpenFor returns the open messages of one participant (a task id, or

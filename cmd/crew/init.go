@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -39,7 +40,8 @@ func initRoot(c *cli.Context) error {
 	if err := os.MkdirAll(parent, 0o777); err != nil {
 		return err
 	}
-	_, statErr := os.Stat(filepath.Join(dir, run.DirName))
+	_, statErr := os.Stat(filepath.Join(parent, run.DirName))
+	above := run.Above(dir)
 	root, err := run.Init(dir, e.perm())
 	if err != nil {
 		return err
@@ -47,6 +49,11 @@ func initRoot(c *cli.Context) error {
 	msg := "initialised crew state root in " + root.Dir()
 	if statErr == nil {
 		msg = "crew state root already exists in " + root.Dir() + "; nothing changed"
+	} else if above != "" {
+		// Like git init in a repository's subdirectory, but said:
+		// commands run here used to find the root above.
+		e.warn(fmt.Errorf("warning: %s is a state root above this one; commands run in %s and below now find %s instead (--dir %s reaches the other)",
+			above, filepath.Dir(root.Dir()), root.Dir(), filepath.Dir(above)))
 	}
 	return e.emit(map[string]string{"dir": root.Dir()}, msg)
 }

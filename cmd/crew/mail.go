@@ -110,44 +110,74 @@ func mailCheck(c *cli.Context) error {
 			}
 		}
 	}
-	for _, b := range bad {
-		e.warn(b)
-	}
 	if n == 0 && !e.json && len(bad) == 0 {
 		fmt.Fprintln(e.stderr, "crew: no messages")
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%s could not be read; the rest are listed: %w", human.Count(len(bad), "mail file"), crew.ErrDamaged)
+	return e.unreadable(bad, "listed")
+}
+
+// unreadable reports the mail files of bad that could not be read, one
+// warning each, and returns crew.ErrDamaged (exit 7) saying that the rest
+// were done (listed, read); nil when bad is empty.
+func (e *env) unreadable(bad []error, done string) error {
+	for _, b := range bad {
+		e.warn(b)
 	}
-	return nil
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s could not be read; the rest are %s: %w", human.Count(len(bad), "mail file"), done, crew.ErrDamaged)
 }
 
 func mailReadCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "read",
-		Usage:     "print messages and mark them read",
-		UsageText: "crew mail read reviewer 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f",
-		ArgsUsage: "AGENT ID...",
-		Action:    mailRead,
+		Usage:     "print messages and mark them read: those named, else every unread one (--all: read ones too)",
+		UsageText: "crew mail read reviewer\ncrew mail read reviewer 0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f\ncrew mail read reviewer --all --json",
+		ArgsUsage: "AGENT [ID...]",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "all", Usage: "read every message not archived, read ones too"},
+		},
+		Action: mailRead,
 	}
 }
 
 func mailRead(c *cli.Context) error {
 	e := newEnv(c)
-	if c.Args().Len() < 2 {
-		return fmt.Errorf("mail read takes an agent and at least one message id: %w", crew.ErrInvalid)
+	agent, ids := c.Args().First(), c.Args().Tail()
+	if agent == "" {
+		return fmt.Errorf("mail read takes an agent, then message ids (none: every unread message): %w", crew.ErrInvalid)
+	}
+	if c.Bool("all") && len(ids) > 0 {
+		return fmt.Errorf("mail read takes message ids or --all, not both: %w", crew.ErrInvalid)
 	}
 	root, err := e.root()
 	if err != nil {
 		return err
 	}
-	entries, err := root.ReadMail(c.Context, c.Args().First(), c.Args().Tail())
+	var bad []error
+	if len(ids) == 0 {
+		if ids, bad, err = root.MailIDs(agent, c.Bool("all")); err != nil {
+			return err
+		}
+		if len(ids) == 0 && len(bad) == 0 && !e.json {
+			what, hint := "unread messages", fmt.Sprintf(" (crew mail read %s --all reads them all)", agent)
+			if c.Bool("all") {
+				what, hint = "messages", ""
+			}
+			fmt.Fprintf(e.stderr, "crew: no %s for %s%s\n", what, agent, hint)
+		}
+	}
+	entries, err := root.ReadMail(c.Context, agent, ids)
 	for _, en := range entries {
 		if perr := e.emit(en.Mail, mailText(en, true)); perr != nil {
 			return perr
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return e.unreadable(bad, "read")
 }
 
 func mailArchiveCommand() *cli.Command {

@@ -62,7 +62,7 @@ func TestStoreCreds(t *testing.T) {
 		t.Fatalf("run create with --nats-creds: exit %d, %q, %s", code, out, errOut)
 	}
 	t.Setenv("CREW_NATS_CREDS", creds)
-	if out, errOut, code := crew("task", "add", "t1", "--run", "r1"); code != 0 || strings.TrimSpace(out) != "t1" {
+	if out, errOut, code := crew("task", "add", "t1", "--run", "r1"); code != 0 || strings.TrimSpace(out) != "t1 added to run r1" {
 		t.Fatalf("task add with CREW_NATS_CREDS: exit %d, %q, %s", code, out, errOut)
 	}
 	t.Setenv("CREW_NATS_CREDS", "")

@@ -63,7 +63,7 @@ func taskAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return e.emit(t, t.ID)
+	return e.emit(t, fmt.Sprintf("%s added to run %s", t.ID, r.ID()))
 }
 
 func taskListCommand() *cli.Command {

@@ -265,6 +265,9 @@ func (l *Log) matchesLog(st *state.State) bool {
 	if st.Tasks == nil {
 		st.Tasks = map[string]*state.Task{}
 	}
+	if st.Run == "" {
+		st.Run = l.manifest.ID
+	}
 	return true
 }
 
