@@ -320,7 +320,10 @@ func rewriteKeepingInodes(path string, perm os.FileMode, fill func(io.Writer) er
 		err = cerr
 	}
 	if err != nil {
-		return err
+		// The spare could not be rewritten (a truncate or write that
+		// failed): the new content goes the way it goes without a
+		// spare. A full disk fails there too, and says so.
+		return writeAtomicFunc(path, perm, false, fill)
 	}
 	// Keep the file being replaced (if any) as the next spare.
 	err = os.Link(path, old)

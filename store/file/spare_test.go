@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/crew-dev/crew/internal/fsys"
 )
 
 func inode(t *testing.T, path string) uint64 {
@@ -231,5 +233,30 @@ func check(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A spare that cannot be rewritten (its truncate fails: LazyFS's
+// lfs_truncate does so now and then) does not fail the rewrite: the
+// file is replaced the way it is without a spare.
+func TestRewriteKeepingInodesWithoutAWritableSpare(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.json")
+	fill := func(s string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+	}
+	check(t, rewriteKeepingInodes(path, 0o600, fill("one")))
+	check(t, rewriteKeepingInodes(path, 0o600, fill("two"))) // a spare exists now
+	restore := fsys.SetFault(func(op fsys.Op, p string) error {
+		if op == fsys.OpTruncate && strings.HasSuffix(p, ".spare") {
+			return syscall.ENOENT
+		}
+		return nil
+	})
+	defer restore()
+	if err := rewriteKeepingInodes(path, 0o600, fill("three")); err != nil {
+		t.Fatalf("rewrite with a spare that cannot be truncated: %v", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "three" {
+		t.Fatalf("tasks.json = %q, want three", data)
 	}
 }
