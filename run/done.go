@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +31,9 @@ const CheckTail = 4096
 // another machine), with CREW_RUN and CREW_TASK set,
 // standard input empty, bounded by timeout (DefaultDoneTimeout when 0). On
 // Unix the command runs in its own process group, and the whole group is
-// killed at the timeout, so a check's children do not outlive it.
+// killed at the timeout, so a check's children do not outlive it; on
+// Linux the group is killed too when the process running the check dies,
+// even by SIGKILL (checkCommand).
 //
 // It returns the check and nil when the command exited 0, and an error
 // wrapping crew.ErrConflict that shows the tail of the output otherwise
@@ -68,15 +69,14 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*st
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "sh", "-c", t.DoneWhen)
+	cmd := checkCommand(cctx, t.DoneWhen)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CREW_RUN="+r.ID(), "CREW_TASK="+t.ID)
 	out := &tailBuffer{max: CheckTail}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a child that keeps the output pipe open does not hold us
-	processGroup(cmd)
 	start := time.Now()
-	runErr := cmd.Run()
+	runErr := runCheck(cmd)
 	c := &state.Check{Command: t.DoneWhen, ExitCode: -1, Seconds: time.Since(start).Seconds(), Output: out.String()}
 	if cmd.ProcessState != nil {
 		c.ExitCode = cmd.ProcessState.ExitCode()

@@ -300,14 +300,23 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 // answeredAlready explains a response refused because the task is
 // running (te): if its last question was answered, by whom and when, or
 // that it timed out; the leader that lost a respond race learns who won.
-// A task that never asked keeps te. It reads the whole log: it serves
-// only this error path.
+// The event is the one at the task's ClosedSeq (the whole log is read
+// only for a tasks.json written before it was kept). A task that never
+// asked keeps te.
 func (r *Run) answeredAlready(te *task.TransitionError) error {
+	st, err := r.TaskState()
+	if err != nil || st.Tasks[te.Task] == nil || st.Tasks[te.Task].Questions == 0 {
+		return te
+	}
 	var last *events.Event
-	r.scan(0, func(e *events.Event) error {
+	from := max(st.Tasks[te.Task].ClosedSeq-1, 0)
+	r.scan(from, func(e *events.Event) error {
 		if e.Task == te.Task && (e.Type == events.TaskResponded || e.Type == events.TaskAskTimedOut) {
 			ev := *e
 			last = &ev
+			if from > 0 {
+				return events.ErrStopScan
+			}
 		}
 		return nil
 	})

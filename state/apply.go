@@ -109,7 +109,7 @@ func (s *State) transition(t *Task, e *events.Event, effects []Effect) []Effect 
 			Seen: []Copy{{ID: t.Question, From: t.QuestionFrom, SentAt: *t.QuestionAt}}})
 	}
 	delete(s.Open, t.Question)
-	t.Question, t.QuestionFrom, t.QuestionAt = "", "", nil
+	t.Question, t.QuestionFrom, t.QuestionAt, t.ClosedSeq = "", "", nil, e.Seq
 	return effects
 }
 

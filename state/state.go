@@ -54,10 +54,14 @@ type Task struct {
 	// whose read flag the response sets.
 	QuestionFrom string       `json:"questionFrom,omitempty"`
 	QuestionAt   *events.Time `json:"questionAt,omitempty"`
-	Questions    int          `json:"questions"`   // questions asked so far
-	Attempts     int          `json:"attempts"`    // times started
-	LastEventAt  events.Time  `json:"lastEventAt"` // last event about this task: a quiet worker's cue for nudge
-	CreatedSeq   int64        `json:"createdSeq"`  // seq of its task.created event: the order tasks were added in
+	// ClosedSeq is the seq of the event that closed its last question
+	// (task.responded, task.ask_timed_out, or the task ending): where a
+	// refused response finds who answered, without reading the log.
+	ClosedSeq   int64       `json:"closedSeq,omitempty"`
+	Questions   int         `json:"questions"`   // questions asked so far
+	Attempts    int         `json:"attempts"`    // times started
+	LastEventAt events.Time `json:"lastEventAt"` // last event about this task: a quiet worker's cue for nudge
+	CreatedSeq  int64       `json:"createdSeq"`  // seq of its task.created event: the order tasks were added in
 }
 
 // Open is a message not yet acknowledged or rejected, as tracked in the

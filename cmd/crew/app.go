@@ -52,7 +52,7 @@ crew respond t1 "Use Postgres." --run r1`,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		HideHelpCommand:      true,
-		EnableBashCompletion: false,
+		EnableBashCompletion: true,                         // crew completion (completion.go)
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main reports errors and exits
 		// Main turns this into an error (exit 2, JSON with --json).
 		CommandNotFound: func(c *cli.Context, name string) { c.App.Metadata[unknownCommand] = name },
@@ -149,7 +149,7 @@ func commands() []*cli.Command {
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
 		{mailCommand(), watchCommand(), repairCommand(), versionCommand()},
-		{mcpCommand(), hookCommand(), setupCommand()},
+		{mcpCommand(), hookCommand(), setupCommand(), completionCommand()},
 	} {
 		all = append(all, group...)
 	}

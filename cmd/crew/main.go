@@ -63,7 +63,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	app := newApp(stdin, stdout, stderr)
 	app.Metadata[commandLine] = args[1:]
-	err := app.RunContext(ctx, append(args[:1:1], reorder(app, args[1:])...))
+	rest := args[1:]
+	if len(rest) == 0 || rest[len(rest)-1] != completeFlag {
+		// Not for a completion request, which cli recognises by its last
+		// word: the words typed so far stay in their order.
+		rest = reorder(app, rest)
+	}
+	err := app.RunContext(ctx, append(args[:1:1], rest...))
 	closeStore(app)
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
 		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)

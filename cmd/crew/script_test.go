@@ -14,6 +14,7 @@ package main
 //	jsonlines N [KEY...]        the last stdout is exactly N lines, each a JSON object holding every KEY
 //	waitstatus TASK STATUS      block until TASK (in $CREW_RUN, else the latest run) has STATUS
 //	waitfile FILE REGEXP        block until FILE exists and matches REGEXP
+//	waitgone PGIDFILE           block until no process of the process group FILE names runs (Linux)
 //
 // The waits are bounded (a stuck script fails rather than hangs) but
 // assert nothing about time.
@@ -36,6 +37,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,6 +107,7 @@ func scriptParams(nats bool) testscript.Params {
 			"jsonlines":  cmdJSONLines,
 			"waitstatus": cmdWaitStatus,
 			"waitfile":   cmdWaitFile,
+			"waitgone":   cmdWaitGone,
 		},
 	}
 }
@@ -281,6 +284,56 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cmdWaitGone blocks until no live process (one that exists and is no
+// zombie waiting to be reaped) is in the process group whose id a file
+// holds; it fails, and kills the group, if one still runs after
+// scriptWait. It reads /proc: Linux only.
+func cmdWaitGone(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitgone PGIDFILE")
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(ts.ReadFile(args[0])))
+	if err != nil || pgid <= 1 {
+		ts.Fatalf("waitgone: %s holds no process group id", args[0])
+	}
+	deadline := time.Now().Add(scriptWait)
+	for {
+		live := groupMembers(pgid)
+		if len(live) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			ts.Fatalf("waitgone: process group %d still runs: %s", pgid, strings.Join(live, "; "))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// groupMembers returns the processes of process group pgid that are
+// alive (not zombies), from /proc/<pid>/stat, as "pid (comm) state".
+func groupMembers(pgid int) []string {
+	dirs, _ := os.ReadDir("/proc")
+	var live []string
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...: the fields after the last ')'.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			live = append(live, s[:i+1]+" "+f[0])
+		}
+	}
+	return live
 }
 
 // TestHelpShowsExample checks every command, including any added later,
