@@ -16,6 +16,8 @@ import (
 //	ErrTimeout    5  a wait ran out of time
 //	ErrIncomplete 6  run wait: every task ended, but not all completed
 //	ErrDamaged    7  the log is damaged or has a gap
+//	ErrTampered   8  the state root holds a symbolic link (or another kind
+//	                 of file) where crew keeps a file or directory
 //
 // Anything else is an I/O or internal error (exit 1).
 var (
@@ -25,6 +27,13 @@ var (
 	ErrTimeout    = errors.New("timed out")
 	ErrIncomplete = errors.New("run ended incomplete")
 	ErrDamaged    = errors.New("damaged")
+	// ErrTampered is a state root that crew did not leave that way: a
+	// symbolic link, or a file of another kind (a FIFO, a directory for a
+	// file, a file for a directory), where crew keeps one of its own files
+	// or directories (the log, a run directory, a mailbox, archive/).
+	// crew neither reads nor writes through it, and crew repair does not
+	// mend it: a person must look (docs/files.md, Permissions).
+	ErrTampered = errors.New("state root tampered with")
 )
 
 // validID reports whether id matches ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$.

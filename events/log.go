@@ -63,7 +63,7 @@ func Read(path string, since int64) (*Cursor, error) {
 // ReadAt opens the log at path with a cursor at byte offset off, where the
 // event with seq next is expected (a position saved from Cursor.Offset).
 func ReadAt(path string, off int64, next int64) (*Cursor, error) {
-	f, err := os.Open(path)
+	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no event log %s: %w", path, crew.ErrNotFound)
@@ -223,7 +223,7 @@ func (w *Writer) Last() (e Event, ok bool, err error) { return last(w.f) }
 // it needs no lock; it reads backwards, so its cost does not depend on the
 // log's length. A last line that does not decode is a *DamageError.
 func Last(path string) (e Event, ok bool, err error) {
-	f, err := os.Open(path)
+	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Event{}, false, err
 	}

@@ -24,8 +24,13 @@ import (
 	"unicode/utf8"
 )
 
-// exitInvalid is the exit code for invalid input (docs/cli.md, Exit codes).
-const exitInvalid = 2
+// Exit codes (docs/cli.md, Exit codes): invalid input, and a state root
+// tampered with (a symbolic link where crew keeps its own file or
+// directory).
+const (
+	exitInvalid  = 2
+	exitTampered = 8
+)
 
 // TestIDsCannotEscapeTheStateRoot: every place an id is given (run, task,
 // agent, mail recipient and sender, as argument, flag or environment)
@@ -149,8 +154,8 @@ func TestSymlinkedDirectoriesAreNotWrittenThrough(t *testing.T) {
 		{"steer", "t1", "x", "--run", "r2"},
 		{"repair", "r2"},
 	} {
-		if res := runCrew(t, dir, args...); res.Code != exitInvalid || !strings.Contains(res.Stderr, "symbolic link") {
-			t.Errorf("%s on a symlinked run directory: exit %d, want %d naming the link\n%s", strings.Join(args, " "), res.Code, exitInvalid, res.Stderr)
+		if res := runCrew(t, dir, args...); res.Code != exitTampered || !strings.Contains(res.Stderr, "symbolic link") {
+			t.Errorf("%s on a symlinked run directory: exit %d, want %d naming the link\n%s", strings.Join(args, " "), res.Code, exitTampered, res.Stderr)
 		}
 	}
 	assertSameImage(t, "writes through symbolic links", elsewhere, outside)
@@ -172,8 +177,8 @@ func TestSymlinkedDirectoriesAreNotWrittenThrough(t *testing.T) {
 				{"run", "create", "--id", "r8"},
 				{"mail", "send", "--to", "zed", "--create-recipient", "hi"},
 			} {
-				if res := runCrew(t, dir, args...); res.Code != exitInvalid || !strings.Contains(res.Stderr, "symbolic link") {
-					t.Errorf("%s with .crew/%s a symbolic link: exit %d, want %d naming the link\n%s", strings.Join(args, " "), sub, res.Code, exitInvalid, res.Stderr)
+				if res := runCrew(t, dir, args...); res.Code != exitTampered || !strings.Contains(res.Stderr, "symbolic link") {
+					t.Errorf("%s with .crew/%s a symbolic link: exit %d, want %d naming the link\n%s", strings.Join(args, " "), sub, res.Code, exitTampered, res.Stderr)
 				}
 			}
 			assertSameImage(t, "writes through .crew/"+sub, moved, before)
@@ -549,8 +554,9 @@ func TestTenThousandTasks(t *testing.T) {
 
 // TestMailFileThatIsNotJSON: a mail directory holding a file that is not
 // JSON (and one that is a symbolic link): mail check lists every good
-// message, names each bad file on stderr and exits 7; reading and
-// archiving the good ones still works.
+// message, names each bad file on stderr and exits 7 (8 while one is a
+// symbolic link: the state root was tampered with); reading and archiving
+// the good ones still works.
 func TestMailFileThatIsNotJSON(t *testing.T) {
 	dir := newRoot(t)
 	var ids []string
@@ -567,10 +573,13 @@ func TestMailFileThatIsNotJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := runCrew(t, dir, "mail", "check", "reviewer", "--json")
-	wantDamaged(t, "mail check", res, bad, link)
+	if res.Code != exitTampered || !strings.Contains(res.Stderr, bad) || !strings.Contains(res.Stderr, link) {
+		t.Errorf("mail check with a symbolic link among the mail: exit %d, want %d naming %s and %s\n%s", res.Code, exitTampered, bad, link, res.Stderr)
+	}
 	if got := len(jsonRecords(t, res.Stdout)); got != 3 {
 		t.Errorf("mail check listed %d messages, want the 3 good ones:\n%s", got, res.Stdout)
 	}
+	os.Remove(link)
 	res = runCrew(t, dir, "mail", "check")
 	wantDamaged(t, "mail check (all agents)", res, bad)
 	for _, i := range []int{0, 1, 2} {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -152,6 +153,33 @@ func Parse(data []byte) (Mail, error) {
 		if err != nil {
 			return Mail{}, fmt.Errorf("parse mail: key %q: %w", key, err)
 		}
+	}
+	return m, nil
+}
+
+// ParseMessage is Parse for a file of a mail tree, which must be a
+// message: besides being one JSON object, it must name its sender
+// ("from") and its time ("timestamp"), which its name and its place in
+// time order are made of (docs/mail-tree.md, Fields; the recipient is the
+// directory it is in, so a missing "to" reads as empty). Anything else
+// (`{}`, another tool's JSON file) is an error wrapping crew.ErrDamaged,
+// naming the keys it lacks.
+func ParseMessage(data []byte) (Mail, error) {
+	m, err := Parse(data)
+	if err != nil {
+		return m, fmt.Errorf("%w: %w", crew.ErrDamaged, err)
+	}
+	var missing []string
+	for _, kv := range [...]struct {
+		key   string
+		empty bool
+	}{{"from", m.From == ""}, {"timestamp", m.Timestamp.IsZero()}} {
+		if kv.empty {
+			missing = append(missing, strconv.Quote(kv.key))
+		}
+	}
+	if len(missing) > 0 {
+		return m, fmt.Errorf("%w: not a message: no %s", crew.ErrDamaged, strings.Join(missing, ", "))
 	}
 	return m, nil
 }
@@ -393,9 +421,9 @@ func treeMkdir(r *os.Root, name string, perm os.FileMode) error {
 	case err != nil:
 		return err
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symbolic link; crew does not write through links", filepath.Join(r.Name(), name))
+		return fmt.Errorf("%s is a symbolic link; crew does not write through links: %w", filepath.Join(r.Name(), name), crew.ErrTampered)
 	case !fi.IsDir():
-		return fmt.Errorf("%s is not a directory", filepath.Join(r.Name(), name))
+		return fmt.Errorf("%s is not a directory: %w", filepath.Join(r.Name(), name), crew.ErrTampered)
 	}
 	return nil
 }
@@ -449,9 +477,9 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 	case err != nil:
 		return nil, fmt.Errorf("open mailbox for agent %s: %w", agent, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, fmt.Errorf("mailbox for agent %s: %s is a symbolic link; crew does not write through links", agent, t.Dir(agent))
+		return nil, fmt.Errorf("mailbox for agent %s: %s is a symbolic link; crew does not write through links: %w", agent, t.Dir(agent), crew.ErrTampered)
 	case !fi.IsDir():
-		return nil, fmt.Errorf("mailbox for agent %s: %s is not a directory", agent, t.Dir(agent))
+		return nil, fmt.Errorf("mailbox for agent %s: %s is not a directory: %w", agent, t.Dir(agent), crew.ErrTampered)
 	}
 	r, err := mroot.OpenRoot(agent)
 	if err != nil {
@@ -461,7 +489,7 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 	// OpenRoot: make sure the one opened is the one checked.
 	if st, err := r.Stat("."); err != nil || !os.SameFile(fi, st) {
 		r.Close()
-		return nil, fmt.Errorf("mailbox for agent %s: %s changed while it was opened", agent, t.Dir(agent))
+		return nil, fmt.Errorf("mailbox for agent %s: %s changed while it was opened: %w", agent, t.Dir(agent), crew.ErrTampered)
 	}
 	return r, nil
 }
@@ -660,7 +688,7 @@ func (t Tree) readDir(r *os.Root, agent, dir string, want func(name string) bool
 		case err != nil:
 			return nil, []error{err}, nil
 		case !fi.IsDir():
-			return nil, []error{fmt.Errorf("%s is not a directory; not read", filepath.Join(t.Dir(agent), dir))}, nil
+			return nil, []error{fmt.Errorf("%s is not a directory; not read: %w", filepath.Join(t.Dir(agent), dir), crew.ErrTampered)}, nil
 		}
 	}
 	d, err := r.Open(dir)
@@ -677,7 +705,7 @@ func (t Tree) readDir(r *os.Root, agent, dir string, want func(name string) bool
 	var errs []error
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasPrefix(name, ".") || de.IsDir() || (!archived && name == ArchiveDir) || !want(name) {
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") || de.IsDir() || !want(name) {
 			continue
 		}
 		f, err := t.readEntry(r, agent, dir, name, de.Type())
@@ -697,18 +725,18 @@ func (t Tree) readEntry(r *os.Root, agent, dir, name string, typ fs.FileMode) (t
 	rel := filepath.Join(dir, name)
 	f := treeFile{Entry: Entry{Name: name, Path: filepath.Join(t.Dir(agent), rel), Archived: dir == ArchiveDir}, rel: rel}
 	if typ&fs.ModeSymlink != 0 {
-		return f, fmt.Errorf("mail %s: a symbolic link; not followed", f.Path)
+		return f, fmt.Errorf("mail %s: a symbolic link; not followed: %w", f.Path, crew.ErrTampered)
 	} else if !typ.IsRegular() {
-		return f, fmt.Errorf("mail %s: not a regular file (%s); not read", f.Path, typ)
+		return f, fmt.Errorf("mail %s: not a regular file (%s); not read: %w", f.Path, typ, crew.ErrTampered)
 	}
 	var err error
 	f.data, f.info, err = treeReadFile(r, rel)
 	if err != nil {
 		return f, fmt.Errorf("mail %s: %w", f.Path, err)
 	}
-	f.Mail, err = Parse(f.data)
+	f.Mail, err = ParseMessage(f.data)
 	if err != nil {
-		return f, fmt.Errorf("mail %s: %w: %w", f.Path, crew.ErrDamaged, err)
+		return f, fmt.Errorf("mail %s: %w", f.Path, err)
 	}
 	if f.Mail.ID == "" {
 		f.Mail.ID = strings.TrimSuffix(name, ".json")
@@ -787,10 +815,11 @@ func (t Tree) find(r *os.Root, agent, id string) (treeFile, error) {
 			return treeFile{}, fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
 		}
 	}
+	var named error // why a file named like id could not be read
 	for _, dir := range []string{".", ArchiveDir} {
 		// The name of a crew-written file ends in its id: try those first.
-		for _, want := range []func(string) bool{byName, func(n string) bool { return !byName(n) }} {
-			files, _, err := t.readDir(r, agent, dir, want)
+		for i, want := range []func(string) bool{byName, func(n string) bool { return !byName(n) }} {
+			files, ferrs, err := t.readDir(r, agent, dir, want)
 			if err != nil {
 				return treeFile{}, err
 			}
@@ -799,7 +828,13 @@ func (t Tree) find(r *os.Root, agent, id string) (treeFile, error) {
 					return f, nil
 				}
 			}
+			if i == 0 && named == nil && len(ferrs) > 0 {
+				named = ferrs[0]
+			}
 		}
+	}
+	if named != nil {
+		return treeFile{}, named
 	}
 	return treeFile{}, fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
 }
@@ -826,6 +861,47 @@ func (t Tree) SetRead(agent, id string, read bool, sync bool) error {
 	}
 	defer d.Close()
 	return d.SetRead(id, read, sync)
+}
+
+// RemoveCopies removes from agent's mail directory and archive/ the
+// copies of run's messages that keep does not want (keep gets the message
+// id): copies are projections of the run's log (docs/mail-tree.md, Copies
+// of run messages), so one of a message the log no longer holds (crew
+// repair quarantined it) must not outlive it. Plain mail and other runs'
+// copies are left alone, and so are files that cannot be read. It returns
+// how many it removed; errors are openAgent's and those of the removals.
+func (t Tree) RemoveCopies(agent, run string, keep func(id string) bool) (int, error) {
+	r, err := t.openAgent(agent, false)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	n := 0
+	var errs []error
+	for _, dir := range []string{".", ArchiveDir} {
+		files, _, err := t.readDir(r, agent, dir, func(string) bool { return true })
+		if err != nil {
+			return n, err
+		}
+		removed := false
+		for _, f := range files {
+			if f.Mail.Run != run || keep(f.Mail.ID) {
+				continue
+			}
+			if err := r.Remove(f.rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove %s: %w", f.Path, err))
+				continue
+			}
+			n++
+			removed = true
+		}
+		if removed {
+			if err := treeSyncDir(r, dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // treeSetReadBytes returns data (a mail file) with "read" set to read. When

@@ -619,10 +619,13 @@ func TestFind(t *testing.T) {
 	if e, _ := tr.Find(fixtureAgent, strings.TrimSuffix(fixtureArchived, ".json")); !e.Archived {
 		t.Error("archived entry not marked Archived")
 	}
-	for _, id := range []string{"nope", strings.TrimSuffix(fixtureTorn, ".json")} {
-		if _, err := tr.Find(fixtureAgent, id); !errors.Is(err, crew.ErrNotFound) {
-			t.Errorf("Find(%s): error = %v, want ErrNotFound", id, err)
-		}
+	if _, err := tr.Find(fixtureAgent, "nope"); !errors.Is(err, crew.ErrNotFound) {
+		t.Errorf("Find(nope): error = %v, want ErrNotFound", err)
+	}
+	// A file named like the id that is no message: its damage is the
+	// answer, not "no such message".
+	if _, err := tr.Find(fixtureAgent, strings.TrimSuffix(fixtureTorn, ".json")); !errors.Is(err, crew.ErrDamaged) || !strings.Contains(err.Error(), fixtureTorn) {
+		t.Errorf("Find(torn file): error = %v, want ErrDamaged naming it", err)
 	}
 }
 

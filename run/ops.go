@@ -83,6 +83,9 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}
+	if err := r.root.leaderNamed(spec.Agent, r.ID()); err != nil {
+		return nil, err
+	}
 	undo, err := r.root.Store.CreateMailbox(spec.Agent)
 	if errors.Is(err, crew.ErrConflict) {
 		// The mailbox is taken by a case variant; if a task is too, that
@@ -111,6 +114,58 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 		return nil, err
 	}
 	return r.taskAfter(ev)
+}
+
+// Mailboxes are shared across runs (docs/concepts.md, Reserved names), so
+// an agent is a leader or a task's agent in the whole state root, never
+// both: the leader's mail (questions, reports) and a worker's (responses,
+// steers) must not land in one mailbox, whichever runs they belong to.
+
+// leaderNamed returns crew.ErrConflict if agent is, in any letter case,
+// the leader of a run other than except.
+func (r *Root) leaderNamed(agent, except string) error {
+	ids, err := r.Store.Runs(context.Background())
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if id == except {
+			continue
+		}
+		l, err := r.Store.Open(context.Background(), id)
+		if err != nil {
+			continue // a run that cannot be opened has no mail delivered
+		}
+		if leader := l.Manifest().Leader; crew.SameID(leader, agent) {
+			return fmt.Errorf("agent %s is the leader of run %s; a task's agent may not share a mailbox with a leader of any run: give the task another --agent: %w", agent, id, crew.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// taskAgentNamed returns crew.ErrConflict if agent is, in any letter
+// case, the agent of a task of any run.
+func (r *Root) taskAgentNamed(agent string) error {
+	ids, err := r.Store.Runs(context.Background())
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		run, err := r.Open(id)
+		if err != nil {
+			continue
+		}
+		st, err := run.TaskState()
+		if err != nil && st == nil {
+			continue
+		}
+		for _, t := range st.TaskList() {
+			if crew.SameID(t.Agent, agent) {
+				return fmt.Errorf("agent %s works on task %s in run %s; a run's leader may not share a mailbox with a task's agent of any run: choose another --leader: %w", agent, t.ID, id, crew.ErrConflict)
+			}
+		}
+	}
+	return nil
 }
 
 // taskTaken returns crew.Taken when run's state st has a task called id

@@ -140,6 +140,9 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	if err := checkTitle("run", opts.Title); err != nil {
 		return nil, err
 	}
+	if err := r.taskAgentNamed(opts.Leader); err != nil {
+		return nil, err
+	}
 	if opts.Dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -173,31 +176,92 @@ func (r *Root) Open(id string) (*Run, error) {
 	return r.newRun(l), nil
 }
 
+// OpenForRepair opens run id for Run.Repair: as Open does, except that
+// a run whose own files Open refuses as damaged (on the file store a
+// missing or garbled manifest.json, which the log's first event can
+// rebuild: store.RunRepairer) is opened too, for Repair to mend.
+func (r *Root) OpenForRepair(id string) (*Run, error) {
+	rr, ok := r.Store.(store.RunRepairer)
+	if !ok {
+		return r.Open(id)
+	}
+	if err := crew.ValidateID("run", id); err != nil {
+		return nil, err
+	}
+	l, err := rr.OpenForRepair(context.Background(), id)
+	if err != nil {
+		return nil, err
+	}
+	return r.newRun(l), nil
+}
+
 // List returns the manifests of all runs, oldest first. A run that
-// cannot be opened (its manifest unreadable) is returned in bad with the
-// reason.
+// cannot be opened (its manifest unreadable, its directory a link) is
+// returned in bad, as a *BadRun, oldest first as far as known.
 func (r *Root) List() (runs []state.Manifest, bad []error, err error) {
 	ids, err := r.Store.Runs(context.Background())
 	if err != nil {
 		return nil, nil, err
 	}
+	var broken []*BadRun
 	for _, id := range ids {
 		l, err := r.Store.Open(context.Background(), id)
 		if err != nil {
-			bad = append(bad, err)
+			broken = append(broken, r.badRun(id, err))
 			continue
 		}
 		runs = append(runs, l.Manifest())
 	}
 	sort.SliceStable(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt.Time) })
+	sort.SliceStable(broken, func(i, j int) bool { return broken[i].CreatedAt.Before(broken[j].CreatedAt.Time) })
+	for _, b := range broken {
+		bad = append(bad, b)
+	}
 	return runs, bad, nil
 }
 
-// Latest returns the most recently created run, for commands given no run.
+// A BadRun is a run that List could not open: its id, its creation time
+// when its log still says it (zero otherwise), and why.
+type BadRun struct {
+	ID        string
+	CreatedAt events.Time
+	Err       error
+}
+
+func (b *BadRun) Error() string { return b.Err.Error() }
+func (b *BadRun) Unwrap() error { return b.Err }
+
+// badRun makes the BadRun of run id, which Open refused with err, with
+// the creation time OpenForRepair can still find.
+func (r *Root) badRun(id string, err error) *BadRun {
+	b := &BadRun{ID: id, Err: err}
+	if rr, ok := r.Store.(store.RunRepairer); ok {
+		if l, rerr := rr.OpenForRepair(context.Background(), id); rerr == nil {
+			b.CreatedAt = l.Manifest().CreatedAt
+		}
+	}
+	return b
+}
+
+// Latest returns the most recently created run, for commands given no
+// run. A run that cannot be opened and is newer than every other, or
+// whose age is unknown, is an error saying what is wrong with it (with
+// its class: crew.ErrDamaged, crew.ErrTampered, ...): another run is not
+// silently taken in its place. No run at all is crew.ErrNotFound.
 func (r *Root) Latest() (*Run, error) {
-	runs, _, err := r.List()
+	runs, bad, err := r.List()
 	if err != nil {
 		return nil, err
+	}
+	var newest events.Time
+	if len(runs) > 0 {
+		newest = runs[len(runs)-1].CreatedAt
+	}
+	for i := len(bad) - 1; i >= 0; i-- { // newest first
+		b := bad[i].(*BadRun)
+		if len(runs) == 0 || b.CreatedAt.IsZero() || b.CreatedAt.After(newest.Time) {
+			return nil, fmt.Errorf("the latest run cannot be opened (give --run to use another): %w", b)
+		}
 	}
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no runs yet; create one with crew run create: %w", crew.ErrNotFound)

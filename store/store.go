@@ -142,6 +142,13 @@ type Repairer interface {
 	Repair(ctx context.Context) (*RepairReport, error)
 }
 
+// RunRepairer is a Store whose runs' own files can be damaged past what
+// Open accepts: the file store's, whose manifest.json may be missing or
+// garbled. OpenForRepair opens such a run for Repair, which mends it.
+type RunRepairer interface {
+	OpenForRepair(ctx context.Context, id string) (Log, error)
+}
+
 // RepairReport says what a repair found and did.
 type RepairReport struct {
 	Run         string   `json:"run"`
@@ -152,5 +159,8 @@ type RepairReport struct {
 	TornBytes   int64    `json:"tornBytes,omitempty"`   // bytes of an unterminated last line moved aside
 	Rebuilt     bool     `json:"rebuilt"`               // projections rebuilt from the log
 	TempRemoved int      `json:"tempRemoved,omitempty"` // temporary files left by killed writers, removed
-	RepairedSeq int64    `json:"repairedSeq,omitempty"`
+	// CopiesRemoved counts the mail-tree copies of messages the log no
+	// longer holds (quarantined), removed from the tree.
+	CopiesRemoved int   `json:"copiesRemoved,omitempty"`
+	RepairedSeq   int64 `json:"repairedSeq,omitempty"`
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,29 +75,41 @@ func (e *env) root() (*run.Root, error) {
 
 // run opens the run named by --run / CREW_RUN, or the latest run.
 func (e *env) run() (*run.Run, error) {
+	return e.runBy("", false)
+}
+
+// runBy opens run id, else the run named by --run / CREW_RUN, else the
+// latest. forRepair opens it for crew repair (run.Root.OpenForRepair),
+// the latest too when it is one that cannot be opened otherwise.
+func (e *env) runBy(id string, forRepair bool) (*run.Run, error) {
 	root, err := e.root()
 	if err != nil {
 		return nil, err
 	}
-	if id := e.c.String("run"); id != "" {
-		return root.Open(id)
+	open := root.Open
+	if forRepair {
+		open = root.OpenForRepair
 	}
-	return root.Latest()
+	if id == "" {
+		id = e.c.String("run")
+	}
+	if id != "" {
+		return open(id)
+	}
+	r, err := root.Latest()
+	if bad := (*run.BadRun)(nil); forRepair && errors.As(err, &bad) {
+		return open(bad.ID)
+	}
+	return r, err
 }
 
-// runArg opens the run named by the first argument, else --run / latest.
-func (e *env) runArg() (*run.Run, error) {
+// runArg opens the run named by the first argument, else --run / latest
+// (for crew repair if forRepair: see runBy).
+func (e *env) runArg(forRepair ...bool) (*run.Run, error) {
 	if e.c.Args().Len() > 1 {
 		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
 	}
-	if id := e.c.Args().First(); id != "" {
-		root, err := e.root()
-		if err != nil {
-			return nil, err
-		}
-		return root.Open(id)
-	}
-	return e.run()
+	return e.runBy(e.c.Args().First(), len(forRepair) > 0 && forRepair[0])
 }
 
 // task returns the task named by --task / CREW_TASK; none is

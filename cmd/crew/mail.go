@@ -117,8 +117,9 @@ func mailCheck(c *cli.Context) error {
 }
 
 // unreadable reports the mail files of bad that could not be read, one
-// warning each, and returns crew.ErrDamaged (exit 7) saying that the rest
-// were done (listed, read); nil when bad is empty.
+// warning each, and returns crew.ErrDamaged (exit 7; crew.ErrTampered,
+// exit 8, if one of them is a symbolic link or no regular file) saying
+// that the rest were done (listed, read); nil when bad is empty.
 func (e *env) unreadable(bad []error, done string) error {
 	for _, b := range bad {
 		e.warn(b)
@@ -126,7 +127,7 @@ func (e *env) unreadable(bad []error, done string) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s could not be read; the rest are %s: %w", human.Count(len(bad), "mail file"), done, crew.ErrDamaged)
+	return fmt.Errorf("%s could not be read; the rest are %s: %w", human.Count(len(bad), "mail file"), done, worstClass(bad))
 }
 
 func mailReadCommand() *cli.Command {

@@ -87,6 +87,7 @@ const (
 	exitTimeout     = 5
 	exitIncomplete  = 6
 	exitDamaged     = 7
+	exitTampered    = 8
 	exitInterrupted = 130 // 128 + SIGINT, as shells report a command Ctrl-C ended
 )
 
@@ -105,6 +106,7 @@ var exitCodes = []struct {
 	{exitTimeout, "timed out waiting"},
 	{exitIncomplete, "run wait: every task ended, but not all completed"},
 	{exitDamaged, "the log is damaged or has a gap; what could be read was printed"},
+	{exitTampered, "the state root was tampered with: a symbolic link or a file of another kind where crew keeps its own"},
 	{exitInterrupted, "interrupted: Ctrl-C (SIGINT) or SIGTERM, also the normal end of --follow"},
 }
 
@@ -133,6 +135,8 @@ func exitCode(err error) (int, string) {
 		return exitTimeout, "timeout"
 	case errors.Is(err, crew.ErrIncomplete):
 		return exitIncomplete, "incomplete"
+	case errors.Is(err, crew.ErrTampered):
+		return exitTampered, "tampered"
 	case errors.Is(err, crew.ErrDamaged):
 		return exitDamaged, "damaged"
 	}
@@ -162,7 +166,7 @@ func report(stderr io.Writer, err error, asJSON bool) int {
 // ("...: conflict"), which the exit code already says.
 func message(err error) string {
 	s := err.Error()
-	for _, sentinel := range []error{crew.ErrInvalid, crew.ErrConflict, crew.ErrNotFound, crew.ErrTimeout, crew.ErrIncomplete, crew.ErrDamaged} {
+	for _, sentinel := range []error{crew.ErrInvalid, crew.ErrConflict, crew.ErrNotFound, crew.ErrTimeout, crew.ErrIncomplete, crew.ErrDamaged, crew.ErrTampered} {
 		suffix := ": " + sentinel.Error()
 		if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
 			return s[:len(s)-len(suffix)]

@@ -25,7 +25,7 @@ func repairCommand() *cli.Command {
 
 func repair(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.runArg()
+	r, err := e.runArg(true)
 	if err != nil {
 		return err
 	}
@@ -38,8 +38,12 @@ func repair(c *cli.Context) error {
 
 // repairText is the human form of a repair report.
 func repairText(rep *store.RepairReport) string {
+	var copies string
+	if rep.CopiesRemoved > 0 {
+		copies = fmt.Sprintf("\n  mail-tree copies of messages no longer in the log removed: %d", rep.CopiesRemoved)
+	}
 	if len(rep.Damaged) == 0 && len(rep.LostSeqs) == 0 {
-		return fmt.Sprintf("run %s: %s; log is healthy; projections rebuilt", rep.Run, human.Count(int(rep.Events), "event"))
+		return fmt.Sprintf("run %s: %s; log is healthy; projections rebuilt", rep.Run, human.Count(int(rep.Events), "event")) + copies
 	}
 	// The first places, not all: a log replaced by garbage has one per
 	// line (--json lists them all).
@@ -59,6 +63,7 @@ func repairText(rep *store.RepairReport) string {
 	if len(rep.LostSeqs) > 0 {
 		fmt.Fprintf(&b, "\n  lost seqs %v (filled with log.repaired)", rep.LostSeqs)
 	}
+	b.WriteString(copies)
 	fmt.Fprintf(&b, "\n  logged log.repaired as seq %d; projections rebuilt", rep.RepairedSeq)
 	return b.String()
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -102,14 +103,12 @@ func runList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var failed []error
 	for _, m := range runs {
-		r, err := root.Open(m.ID)
+		st, err := runState(root, m.ID)
 		if err != nil {
-			return err
-		}
-		st, err := r.TaskState()
-		if err != nil {
-			return err
+			bad = append(bad, &run.BadRun{ID: m.ID, CreatedAt: m.CreatedAt, Err: err})
+			continue
 		}
 		sum := summary(st)
 		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
@@ -117,16 +116,51 @@ func runList(c *cli.Context) error {
 			return err
 		}
 		if err := st.Err(); err != nil {
-			bad = append(bad, fmt.Errorf("run %s: %w", m.ID, err))
+			failed = append(failed, fmt.Errorf("run %s: %w", m.ID, err))
 		}
 	}
+	// Runs that cannot be opened are listed too, after the others,
+	// saying why (docs/cli.md: crew run list).
 	for _, b := range bad {
+		br := b.(*run.BadRun)
+		msg := message(br.Err)
+		rec := map[string]any{"id": br.ID, "damaged": msg}
+		if !br.CreatedAt.IsZero() {
+			rec["createdAt"] = br.CreatedAt
+		}
+		if err := e.emit(rec, fmt.Sprintf("%-28s %-40s cannot be opened: %s", br.ID, "", human.Line(msg))); err != nil {
+			return err
+		}
+		failed = append(failed, br)
+	}
+	for _, b := range failed {
 		e.warn(b)
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%s could not be read: %w", human.Count(len(bad), "run"), crew.ErrDamaged)
+	if len(failed) > 0 {
+		return fmt.Errorf("%s could not be read: %w", human.Count(len(failed), "run"), worstClass(failed))
 	}
 	return nil
+}
+
+// runState opens run id and reads its tasks.
+func runState(root *run.Root, id string) (*state.State, error) {
+	r, err := root.Open(id)
+	if err != nil {
+		return nil, err
+	}
+	return r.TaskState()
+}
+
+// worstClass is the sentinel a listing that met errs ends with:
+// crew.ErrTampered if any of them was a tampered state root, else
+// crew.ErrDamaged.
+func worstClass(errs []error) error {
+	for _, err := range errs {
+		if errors.Is(err, crew.ErrTampered) {
+			return crew.ErrTampered
+		}
+	}
+	return crew.ErrDamaged
 }
 
 func runShowCommand() *cli.Command {

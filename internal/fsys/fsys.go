@@ -131,9 +131,9 @@ func Mkdir(name string, perm os.FileMode) error {
 }
 
 // ErrLink is returned (wrapped) by OpenNoFollow for a path that is a
-// symbolic link or not a regular file. It wraps crew.ErrInvalid, as crew's
-// other refusals of links do.
-var ErrLink = fmt.Errorf("not a regular file; crew does not write through symbolic links: %w", crew.ErrInvalid)
+// symbolic link or not a regular file. It wraps crew.ErrTampered, as
+// crew's other refusals of links do.
+var ErrLink = fmt.Errorf("not a regular file; crew does not read or write through symbolic links: %w", crew.ErrTampered)
 
 // OpenNoFollow opens the regular file at path (flag holds os.O_RDONLY,
 // os.O_RDWR or os.O_WRONLY, and maybe os.O_CREATE) without following a

@@ -323,7 +323,7 @@ func LineBefore(f io.ReaderAt, off int64) (line Line, ok bool, err error) {
 // numbers when that is the file's start. Errors are os.Open's (a missing
 // file is os.ErrNotExist) or I/O errors; the caller closes the file.
 func Open(path string, since int64) (*os.File, *Reader, error) {
-	f, err := os.Open(path)
+	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
@@ -29,9 +30,10 @@ import (
 // use by goroutines; any number of processes may use the same run at
 // once (the run lock serialises writes).
 type Log struct {
-	store    *Store
-	dir      string
-	manifest state.Manifest
+	store       *Store
+	dir         string
+	manifest    state.Manifest
+	badManifest error // why manifest.json was not read (OpenForRepair): Repair rewrites it
 
 	mu      sync.Mutex // guards queue, leading and cache
 	queue   []*op
@@ -283,7 +285,7 @@ func ioFailure(err error) bool {
 // the log's end (size, under the lock) and the batch's events before the
 // caller's (evs, not yet written).
 func (l *Log) catchUp(side *state.State, size int64, evs []*events.Event) error {
-	f, err := os.Open(l.EventsPath())
+	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -460,7 +462,7 @@ func (l *Log) State(ctx context.Context, empty *state.State) (*state.State, erro
 }
 
 func completeSize(path string, _ int64) (int64, error) {
-	f, err := os.Open(path)
+	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -67,7 +67,12 @@ type repairLine struct {
 func (l *Log) repair(ctx context.Context) (*store.RepairReport, error) {
 	defer l.dropCache()
 	rep := &store.RepairReport{Run: l.manifest.ID, TempRemoved: l.removeTemps()}
-	f, err := os.Open(l.EventsPath())
+	if l.badManifest != nil {
+		if err := l.rewriteManifest(rep); err != nil {
+			return nil, err
+		}
+	}
+	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		// A lost log: start a new one from the manifest.
 		if f, err = fsys.OpenFile(l.EventsPath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, l.store.Perm.File); err != nil {
@@ -93,11 +98,36 @@ func (l *Log) repair(ctx context.Context) (*store.RepairReport, error) {
 	} else if err := l.rewrite(f, p, rep, complete, size); err != nil {
 		return nil, err
 	}
-	if err := l.rebuild(); err != nil {
+	if err := l.rebuild(rep); err != nil {
 		return rep, err
 	}
 	rep.Rebuilt = true
 	return rep, nil
+}
+
+// rewriteManifest writes manifest.json anew from l.manifest (read from
+// the log's run.created by OpenForRepair), after moving the damaged one,
+// if any, to manifest.json.quarantine-<time>: written to a temporary
+// file, fsynced, renamed into place, and the directory fsynced.
+func (l *Log) rewriteManifest(rep *store.RepairReport) error {
+	path := l.path("manifest.json")
+	what := "manifest.json is missing"
+	if _, err := os.Lstat(path); err == nil {
+		aside := path + ".quarantine-" + events.Now().Format("20060102T150405.000Z")
+		if err := os.Rename(path, aside); err != nil {
+			return fmt.Errorf("move the damaged manifest.json aside: %w", err)
+		}
+		what = "manifest.json was damaged; its bytes moved to " + filepath.Base(aside)
+	}
+	if err := writeAtomicFunc(path, l.store.Perm.File, true, func(w io.Writer) error {
+		_, err := w.Write(manifestFile(l.manifest))
+		return err
+	}); err != nil {
+		return fmt.Errorf("rewrite manifest.json: %w", err)
+	}
+	rep.Damaged = append(rep.Damaged, what+"; rebuilt from the log's run.created event")
+	l.badManifest = nil
+	return nil
 }
 
 // readSeqs is repair's first pass: the seq of every complete line of f
@@ -370,7 +400,7 @@ func (l *Log) filler(seq int64, at events.Time) events.Event {
 
 // rebuild derives every projection afresh from the log. The caller holds
 // the run lock.
-func (l *Log) rebuild() error {
+func (l *Log) rebuild(rep *store.RepairReport) error {
 	st := state.New()
 	c, err := events.Read(l.EventsPath(), 0)
 	if err != nil {
@@ -378,7 +408,11 @@ func (l *Log) rebuild() error {
 	}
 	defer c.Close()
 	var acts []mailbox.Act
+	messages := map[string]bool{} // ids of the messages in the log
 	err = c.Scan(func(de *events.DamageError) { st.Damage = append(st.Damage, de.Error()) }, func(e *events.Event) error {
+		if e.Message != nil {
+			messages[e.Message.ID] = true
+		}
 		effects, _ := st.Apply(e)
 		acts = mailbox.AppendActs(acts, effects, false)
 		return nil
@@ -400,10 +434,35 @@ func (l *Log) rebuild() error {
 	if err := l.projectTree(acts); err != nil {
 		return err
 	}
+	if rep.CopiesRemoved, err = l.removeStrayCopies(messages); err != nil {
+		return err
+	}
 	if err := l.writeOpenSnapshot(st); err != nil {
 		return err
 	}
 	return l.writeSnapshot(st)
+}
+
+// removeStrayCopies removes, from every mailbox of the mail tree, the
+// copies of this run's messages that the log does not hold (messages):
+// the copy of a message whose event repair quarantined would otherwise
+// outlive it. It returns how many it removed. The caller holds the run
+// lock, so no copy of a message being committed is in the tree yet.
+func (l *Log) removeStrayCopies(messages map[string]bool) (int, error) {
+	tree := l.store.MailTree()
+	agents, err := tree.Agents()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, agent := range agents {
+		removed, err := tree.RemoveCopies(agent, l.manifest.ID, func(id string) bool { return messages[id] })
+		n += removed
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // removeTemps removes the temporary files that writers killed between

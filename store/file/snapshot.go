@@ -250,7 +250,7 @@ func (l *Log) matchesLog(st *state.State) bool {
 	if st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
 		return false
 	}
-	f, err := os.Open(l.EventsPath())
+	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,7 +79,7 @@ func Find(dir string, perm crew.Perm) (*Store, error) {
 
 // checkLayout returns r if the directories crew keeps inside it (state,
 // state/runs, state/mail) are real directories or missing: one that is a
-// symbolic link (or not a directory) is refused, with crew.ErrInvalid, so
+// symbolic link (or not a directory) is refused, with crew.ErrTampered, so
 // that no write goes through it (docs/files.md, Permissions). The .crew directory itself
 // may be a link: it is where the user put the state root.
 func checkLayout(r *Store) (*Store, error) {
@@ -91,7 +92,7 @@ func checkLayout(r *Store) (*Store, error) {
 }
 
 // realDir returns nil if dir is a directory and not a symbolic link to
-// one; an error wrapping crew.ErrInvalid if it is a link or no directory;
+// one; an error wrapping crew.ErrTampered if it is a link or no directory;
 // Lstat's error (os.ErrNotExist for a missing one) otherwise.
 func realDir(dir string) error {
 	st, err := os.Lstat(dir)
@@ -99,9 +100,9 @@ func realDir(dir string) error {
 	case err != nil:
 		return err
 	case st.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symbolic link; crew does not follow links inside the state root: %w", dir, crew.ErrInvalid)
+		return fmt.Errorf("%s is a symbolic link; crew does not follow links inside the state root: %w", dir, crew.ErrTampered)
 	case !st.IsDir():
-		return fmt.Errorf("%s is not a directory: %w", dir, crew.ErrInvalid)
+		return fmt.Errorf("%s is not a directory: %w", dir, crew.ErrTampered)
 	}
 	return nil
 }
@@ -197,11 +198,10 @@ func (r *Store) build(m state.Manifest, line []byte) error {
 	if err := os.Chmod(tmp, r.Perm.Dir); err != nil {
 		return err
 	}
-	mj, _ := json.MarshalIndent(m, "", "  ")
 	files := []struct {
 		name string
 		data []byte
-	}{{"manifest.json", append(mj, '\n')}, {"events.jsonl", line}, {"run.lock", nil}}
+	}{{"manifest.json", manifestFile(m)}, {"events.jsonl", line}, {"run.lock", nil}}
 	for _, f := range files {
 		if err := writeFileSync(filepath.Join(tmp, f.name), f.data, r.Perm.File); err != nil {
 			return err
@@ -256,8 +256,11 @@ func (r *Store) CreateMailbox(agent string) (undo func(), err error) {
 	return undo, nil
 }
 
-// Runs implements store.Store: the run directories (hidden ones, runs
-// being created, are skipped), sorted.
+// Runs implements store.Store: the names in state/runs that are run ids,
+// sorted: the run directories and whatever has taken the place of one (a
+// symbolic link, a file), which Open then refuses, so that a run list
+// shows it rather than leaving it out. Hidden names (runs being created)
+// are skipped.
 func (r *Store) Runs(ctx context.Context) ([]string, error) {
 	ents, err := os.ReadDir(r.runsDir())
 	if errors.Is(err, os.ErrNotExist) {
@@ -268,7 +271,7 @@ func (r *Store) Runs(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		if crew.ValidateID("run", e.Name()) == nil {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -276,44 +279,130 @@ func (r *Store) Runs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// readManifest reads dir's manifest.json. One that is missing, not a
+// regular file, or not the manifest of the run in dir is crew.ErrDamaged,
+// saying that crew repair rebuilds it; other errors are I/O errors.
 func readManifest(dir string) (state.Manifest, error) {
 	var m state.Manifest
-	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	id := filepath.Base(dir)
+	damaged := func(why string) error {
+		return fmt.Errorf("manifest.json of run %s %s; crew repair %s rebuilds it from the log: %w", id, why, id, crew.ErrDamaged)
+	}
+	f, err := fsys.OpenNoFollow(filepath.Join(dir, "manifest.json"), os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return m, damaged("is missing")
+	case errors.Is(err, crew.ErrTampered):
+		return m, err
+	case err != nil:
+		return m, fmt.Errorf("read manifest of run %s: %w", id, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
 	if err != nil {
-		return m, fmt.Errorf("read manifest of run %s: %w", filepath.Base(dir), err)
+		return m, fmt.Errorf("read manifest of run %s: %w", id, err)
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("read manifest of run %s: %v: %w", filepath.Base(dir), err, crew.ErrDamaged)
+		return m, damaged(fmt.Sprintf("does not parse (%v)", err))
+	}
+	if m.ID != id || crew.ValidateID("agent", m.Leader) != nil {
+		return m, damaged(fmt.Sprintf("names run %q and leader %q", m.ID, m.Leader))
 	}
 	return m, nil
 }
 
+// manifestFile is the content of a manifest.json: m, indented, and a
+// newline.
+func manifestFile(m state.Manifest) []byte {
+	mj, _ := json.MarshalIndent(m, "", "  ")
+	return append(mj, '\n')
+}
+
 // Open implements store.Store. An unknown run is crew.ErrNotFound; a run
-// directory that is a symbolic link is refused (crew.ErrInvalid).
+// directory that is a symbolic link is refused (crew.ErrTampered); a
+// damaged or missing manifest.json is crew.ErrDamaged (crew repair
+// rebuilds it from the log).
 func (r *Store) Open(ctx context.Context, id string) (store.Log, error) {
 	return r.open(id)
 }
 
 func (r *Store) open(id string) (*Log, error) {
-	if err := crew.ValidateID("run", id); err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(r.runsDir(), id)
-	st, err := os.Lstat(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
-	}
+	dir, err := r.runDir(id)
 	if err != nil {
 		return nil, err
-	}
-	if st.Mode()&os.ModeSymlink != 0 {
-		return nil, fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrInvalid)
 	}
 	m, err := readManifest(dir)
 	if err != nil {
 		return nil, err
 	}
 	return &Log{store: r, dir: dir, manifest: m}, nil
+}
+
+// runDir returns the directory of run id: crew.ErrInvalid for a bad id,
+// crew.ErrNotFound for none, crew.ErrTampered for a symbolic link or a
+// file that is no directory.
+func (r *Store) runDir(id string) (string, error) {
+	if err := crew.ValidateID("run", id); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(r.runsDir(), id)
+	st, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
+	case err != nil:
+		return "", err
+	case st.Mode()&os.ModeSymlink != 0:
+		return "", fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrTampered)
+	case !st.IsDir():
+		return "", fmt.Errorf("run %s: %s is not a directory: %w", id, dir, crew.ErrTampered)
+	}
+	return dir, nil
+}
+
+// OpenForRepair implements store.RunRepairer: it opens run id as Open
+// does, except that a missing or damaged manifest.json is not an error:
+// the manifest is then taken from the log's first event (run.created
+// holds every field of it), and Repair writes manifest.json anew,
+// keeping the damaged bytes aside. A log whose first event is not the
+// run's run.created is crew.ErrDamaged: then nothing says what the run
+// was.
+func (r *Store) OpenForRepair(ctx context.Context, id string) (store.Log, error) {
+	dir, err := r.runDir(id)
+	if err != nil {
+		return nil, err
+	}
+	m, merr := readManifest(dir)
+	if merr == nil {
+		return &Log{store: r, dir: dir, manifest: m}, nil
+	}
+	if !errors.Is(merr, crew.ErrDamaged) {
+		return nil, merr
+	}
+	m, err = manifestFromLog(filepath.Join(dir, "events.jsonl"), id)
+	if err != nil {
+		return nil, fmt.Errorf("%v, and cannot be rebuilt: %w", strings.TrimSuffix(merr.Error(), ": "+crew.ErrDamaged.Error()), err)
+	}
+	return &Log{store: r, dir: dir, manifest: m, badManifest: merr}, nil
+}
+
+// manifestFromLog reads the manifest of run id from the run.created event
+// that begins the log at path.
+func manifestFromLog(path, id string) (state.Manifest, error) {
+	c, err := events.Read(path, 0)
+	if err != nil {
+		return state.Manifest{}, err
+	}
+	defer c.Close()
+	first, err := c.Next()
+	if err != nil {
+		return state.Manifest{}, fmt.Errorf("the log's first event is unreadable (%v): %w", err, crew.ErrDamaged)
+	}
+	m, err := store.FirstEvent(&first)
+	if err != nil || m.ID != id {
+		return state.Manifest{}, fmt.Errorf("the log does not begin with run %s's run.created: %w", id, crew.ErrDamaged)
+	}
+	return m, nil
 }
 
 // writeFileSync creates path exclusively with mode perm, writes data and

@@ -355,8 +355,8 @@ func parseEntry(agent string, kve jetstream.KeyValueEntry) (entry, error) {
 	e := entry{Entry: mailbox.Entry{Name: name, Path: entryPath(key), Archived: strings.HasPrefix(key, "archive.")},
 		key: key, data: kve.Value(), rev: kve.Revision()}
 	var err error
-	if e.Mail, err = mailbox.Parse(e.data); err != nil {
-		return e, fmt.Errorf("mail %s: %w: %w", e.Path, crew.ErrDamaged, err)
+	if e.Mail, err = mailbox.ParseMessage(e.data); err != nil {
+		return e, fmt.Errorf("mail %s: %w", e.Path, err)
 	}
 	if e.Mail.ID == "" {
 		e.Mail.ID = strings.TrimSuffix(name, ".json")

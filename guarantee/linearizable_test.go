@@ -1,0 +1,463 @@
+package guarantee
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Linearizability (docs/guarantees.md, 7): concurrent operations on a run
+// behave as if they happened one at a time, each at a moment between its
+// call and its return, in the order of a sequential model of the run.
+// Real crew processes (crew mcp servers, one tool call per operation) of
+// the leader and of each task's worker call steer, respond, ask, inbox
+// and task show at random while a killer sends kill -9 to random ones;
+// every call and return is recorded, and porcupine
+// (github.com/anishathalye/porcupine) checks the history against linModel.
+// An operation whose process was killed, or that failed with anything but
+// a conflict, has an unknown outcome: it may or may not have happened.
+
+// linInput is one operation: kind is steer, respond (leader), ask, inbox
+// (worker: crew_inbox --unread) or show (crew_task_show); body makes each
+// message unique.
+type linInput struct {
+	Kind, Task, Body string
+}
+
+// linOutput is what an operation returned: its message's seq (steer,
+// respond, ask), the bodies it delivered (inbox, sorted, joined by "|"),
+// the task's status (show), or the error class (conflict); Unknown when
+// the outcome is not known.
+type linOutput struct {
+	Unknown bool
+	Class   string
+	Seq     int64
+	Bodies  string
+	Status  string
+}
+
+// linState is the model's state of one task (the history is partitioned
+// by task): its status (running or waiting), the bodies of its messages
+// not yet delivered (sorted, joined by "|"), and the highest seq an
+// operation on it returned, which the next must exceed.
+type linState struct {
+	Status  string
+	Pending string
+	LastSeq int64
+}
+
+func addBody(set, body string) string {
+	if set == "" {
+		return body
+	}
+	parts := append(strings.Split(set, "|"), body)
+	slices.Sort(parts)
+	return strings.Join(parts, "|")
+}
+
+// linStep is the sequential model of a task (docs/state-machine.md): ask
+// moves running to waiting and is refused (conflict) while waiting;
+// respond moves waiting to running, is refused while running, and leaves
+// its response pending; steer leaves its steer pending; inbox delivers
+// exactly the pending messages; show returns the status. Each message's
+// seq exceeds every seq returned before it. An unknown outcome may be
+// either: the operation happened, or it did not.
+func linStep(s linState, in linInput, out linOutput) []linState {
+	if out.Unknown {
+		states := []linState{s}
+		switch {
+		case in.Kind == "steer":
+			states = append(states, linState{s.Status, addBody(s.Pending, in.Body), s.LastSeq})
+		case in.Kind == "ask" && s.Status == "running":
+			states = append(states, linState{"waiting", s.Pending, s.LastSeq})
+		case in.Kind == "respond" && s.Status == "waiting":
+			states = append(states, linState{"running", addBody(s.Pending, in.Body), s.LastSeq})
+		case in.Kind == "inbox" && s.Pending != "":
+			states = append(states, linState{s.Status, "", s.LastSeq})
+		}
+		return states
+	}
+	if out.Class != "" {
+		refused := out.Class == "conflict" && (in.Kind == "ask" && s.Status == "waiting" || in.Kind == "respond" && s.Status == "running")
+		if refused {
+			return []linState{s}
+		}
+		return nil
+	}
+	switch in.Kind {
+	case "steer":
+		if out.Seq > s.LastSeq {
+			return []linState{{s.Status, addBody(s.Pending, in.Body), out.Seq}}
+		}
+	case "ask":
+		if s.Status == "running" && out.Seq > s.LastSeq {
+			return []linState{{"waiting", s.Pending, out.Seq}}
+		}
+	case "respond":
+		if s.Status == "waiting" && out.Seq > s.LastSeq {
+			return []linState{{"running", addBody(s.Pending, in.Body), out.Seq}}
+		}
+	case "inbox":
+		if out.Bodies == s.Pending {
+			return []linState{{s.Status, "", s.LastSeq}}
+		}
+	case "show":
+		if out.Status == s.Status {
+			return []linState{s}
+		}
+	}
+	return nil
+}
+
+// linModel is linStep for porcupine, partitioned by task.
+var linModel = porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byTask := map[string][]porcupine.Operation{}
+		var tasks []string
+		for _, op := range history {
+			task := op.Input.(linInput).Task
+			if byTask[task] == nil {
+				tasks = append(tasks, task)
+			}
+			byTask[task] = append(byTask[task], op)
+		}
+		var parts [][]porcupine.Operation
+		for _, task := range tasks {
+			parts = append(parts, byTask[task])
+		}
+		return parts
+	},
+	Init: func() []any { return []any{linState{Status: "running"}} },
+	Step: func(state, input, output any) []any {
+		var next []any
+		for _, s := range linStep(state.(linState), input.(linInput), output.(linOutput)) {
+			next = append(next, s)
+		}
+		return next
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(linInput), output.(linOutput)
+		switch {
+		case out.Unknown:
+			return fmt.Sprintf("%s(%s %s) -> ?", in.Kind, in.Task, in.Body)
+		case out.Class != "":
+			return fmt.Sprintf("%s(%s %s) -> %s", in.Kind, in.Task, in.Body, out.Class)
+		}
+		return fmt.Sprintf("%s(%s %s) -> seq %d %s%s", in.Kind, in.Task, in.Body, out.Seq, out.Bodies, out.Status)
+	},
+	DescribeState: func(state any) string {
+		s := state.(linState)
+		return fmt.Sprintf("%s, pending [%s], seq > %d", s.Status, s.Pending, s.LastSeq)
+	},
+}
+
+// linRecorder collects the history of many clients.
+type linRecorder struct {
+	start   time.Time
+	mu      sync.Mutex
+	ops     []porcupine.Operation
+	clients atomic.Int32
+	counts  map[string]int // per outcome: ok, conflict, unknown, and error classes
+}
+
+func (r *linRecorder) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *linRecorder) add(client int, in linInput, call int64, out linOutput, ret int64) {
+	if out.Unknown {
+		ret = math.MaxInt64 // it may take effect at any moment after its call
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+	switch {
+	case out.Unknown:
+		r.counts["unknown"]++
+	case out.Class != "":
+		r.counts[out.Class]++
+	default:
+		r.counts["ok"]++
+	}
+}
+
+func (r *linRecorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ops)
+}
+
+// linClient is one crew mcp process and the session to it.
+type linClient struct {
+	id  int
+	cmd *exec.Cmd
+	cs  *mcp.ClientSession
+}
+
+// linHarness starts crew mcp processes in dir with env.
+type linHarness struct {
+	t   *testing.T
+	ctx context.Context
+	dir string
+	env []string
+	rec *linRecorder
+}
+
+func (h *linHarness) connect(extra ...string) (*linClient, error) {
+	cmd := exec.Command(crewBin, "mcp")
+	cmd.Dir, cmd.Env = h.dir, crewEnv(append(slices.Clone(h.env), extra...)...)
+	client := mcp.NewClient(&mcp.Implementation{Name: "crew-linearizability", Version: "1"}, nil)
+	cs, err := client.Connect(h.ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &linClient{id: int(h.rec.clients.Add(1)) - 1, cmd: cmd, cs: cs}, nil
+}
+
+// call carries out in on c and records it.
+func (h *linHarness) call(c *linClient, in linInput) linOutput {
+	var name string
+	args := map[string]any{}
+	switch in.Kind {
+	case "steer", "respond":
+		name, args["task"], args["body"] = "crew_"+in.Kind, in.Task, in.Body
+	case "ask":
+		name, args["question"] = "crew_ask", in.Body
+	case "inbox":
+		name, args["unread"] = "crew_inbox", true
+	case "show":
+		name, args["task"] = "crew_task_show", in.Task
+	}
+	call := h.rec.now()
+	res, err := c.cs.CallTool(h.ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	ret := h.rec.now()
+	out := linOutput{Unknown: true}
+	switch {
+	case err != nil:
+	case res.IsError:
+		class, _, _ := strings.Cut(errorText(res), " ")
+		if class == "conflict" {
+			out = linOutput{Class: class}
+		} else {
+			h.rec.mu.Lock()
+			h.rec.counts["error "+class]++
+			h.rec.mu.Unlock()
+			h.t.Logf("%s %v: %s (outcome unknown)", name, args, errorText(res))
+		}
+	default:
+		out = linDecode(in, res.StructuredContent)
+	}
+	h.rec.add(c.id, in, call, out, ret)
+	return out
+}
+
+// linDecode reads an operation's output from a tool's structured output.
+func linDecode(in linInput, content any) linOutput {
+	m, _ := content.(map[string]any)
+	switch in.Kind {
+	case "inbox":
+		var bodies []string
+		msgs, _ := m["messages"].([]any)
+		for _, x := range msgs {
+			msg, _ := x.(map[string]any)
+			if b, _ := msg["body"].(string); b != "" {
+				bodies = append(bodies, b)
+			}
+		}
+		slices.Sort(bodies)
+		return linOutput{Bodies: strings.Join(bodies, "|")}
+	case "show":
+		s, _ := m["status"].(string)
+		return linOutput{Status: s}
+	}
+	seq, _ := m["seq"].(float64)
+	return linOutput{Seq: int64(seq)}
+}
+
+// errorText is the text of an error result: "<class> (exit N): message"
+// (mcpserver).
+func errorText(res *mcp.CallToolResult) string {
+	if len(res.Content) == 0 {
+		return ""
+	}
+	tc, _ := res.Content[0].(*mcp.TextContent)
+	if tc == nil {
+		return ""
+	}
+	return tc.Text
+}
+
+// linWorkload runs the clients until the history holds target operations:
+// one worker process per task and leaders leader processes, each calling
+// at random; killer sends kill -9 to a random client process every
+// killEvery, which then starts again as a new client. chaos, if not nil,
+// runs beside them until they stop (a NATS node killed and restarted).
+func (h *linHarness) linWorkload(tasks []string, leaders, target int, killEvery time.Duration) (kills int) {
+	var mu sync.Mutex
+	live := map[int]*linClient{}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	loop := func(seed uint64, extra []string, pick func(r *rand.Rand, n int) linInput) {
+		defer wg.Done()
+		r := rand.New(rand.NewPCG(seed, 1))
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, err := h.connect(extra...)
+			if err != nil {
+				h.t.Errorf("start crew mcp: %v", err)
+				stopOnce.Do(func() { close(stop) })
+				return
+			}
+			mu.Lock()
+			live[c.id] = c
+			mu.Unlock()
+			for {
+				select {
+				case <-stop:
+					c.cs.Close()
+					return
+				default:
+				}
+				out := h.call(c, pick(r, n))
+				n++
+				if h.rec.len() >= target {
+					stopOnce.Do(func() { close(stop) })
+				}
+				if out.Unknown {
+					break // killed (or failed): a new process takes over
+				}
+			}
+			mu.Lock()
+			delete(live, c.id)
+			mu.Unlock()
+			c.cs.Close()
+		}
+	}
+	for i, task := range tasks {
+		wg.Add(1)
+		go loop(uint64(i), []string{"CREW_TASK=" + task}, func(r *rand.Rand, n int) linInput {
+			kind := []string{"ask", "inbox", "inbox", "show"}[r.IntN(4)]
+			return linInput{Kind: kind, Task: task, Body: fmt.Sprintf("%s-w-%d-%d", task, i, n)}
+		})
+	}
+	for i := range leaders {
+		wg.Add(1)
+		go loop(uint64(100+i), nil, func(r *rand.Rand, n int) linInput {
+			kind := []string{"steer", "respond", "respond", "show"}[r.IntN(4)]
+			return linInput{Kind: kind, Task: tasks[r.IntN(len(tasks))], Body: fmt.Sprintf("l%d-%d", i, n)}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r := rand.New(rand.NewPCG(99, 2))
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(killEvery/2 + time.Duration(r.Int64N(int64(killEvery)))):
+			}
+			mu.Lock()
+			ids := make([]int, 0, len(live))
+			for id := range live {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			var victim *linClient
+			if len(ids) > 0 {
+				victim = live[ids[r.IntN(len(ids))]]
+			}
+			mu.Unlock()
+			if victim != nil && victim.cmd.Process != nil && victim.cmd.Process.Kill() == nil {
+				kills++
+			}
+		}
+	}()
+	wg.Wait()
+	<-done
+	return kills
+}
+
+// checkLinearizable checks the recorded history with porcupine; on a
+// violation it writes porcupine's HTML visualisation (the partitions that
+// fail, and the longest linearizable prefix of each) to the test's
+// artifact directory and fails.
+func (h *linHarness) checkLinearizable(name string) {
+	h.t.Helper()
+	h.rec.mu.Lock()
+	ops := slices.Clone(h.rec.ops)
+	h.rec.mu.Unlock()
+	model := linModel.ToModel()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, 120*time.Second)
+	h.t.Logf("%s: %d operations checked (%v), linearizability: %s", name, len(ops), h.rec.counts, res)
+	if res == porcupine.Ok {
+		return
+	}
+	dir := os.Getenv("CREW_ARTIFACTS")
+	if dir == "" {
+		dir = h.t.TempDir()
+		if d, err := os.MkdirTemp("", "crew-porcupine-"); err == nil {
+			dir = d // kept after the test, unlike TempDir
+		}
+	}
+	path := filepath.Join(dir, "linearizability-"+name+".html")
+	if err := porcupine.VisualizePath(model, info, path); err != nil {
+		h.t.Errorf("write the visualisation: %v", err)
+	}
+	if res == porcupine.Unknown {
+		h.t.Errorf("%s: porcupine could not decide within its time limit; history visualised in %s", name, path)
+		return
+	}
+	h.t.Errorf("%s: the history is not linearizable; porcupine's visualisation: %s", name, path)
+}
+
+// linOps is the number of operations each store's history holds: at
+// least 10,000 per make test (issue 14), fewer with -short.
+func linOps() int {
+	if testing.Short() {
+		return 1000
+	}
+	return 10000
+}
+
+// TestLinearizableFileStore: the history of 10,000 operations on a run of
+// the file store, by 4 workers and 2 leaders in crew mcp processes of
+// which random ones are killed with kill -9, is linearizable.
+func TestLinearizableFileStore(t *testing.T) {
+	tasks := []string{"t1", "t2", "t3", "t4"}
+	dir := newRun(t, "r1", tasks...)
+	for _, task := range tasks {
+		crew(t, dir, "task", "start", task, "--run", "r1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := &linHarness{t: t, ctx: ctx, dir: dir, env: []string{"CREW_RUN=r1"},
+		rec: &linRecorder{start: time.Now(), counts: map[string]int{}}}
+	kills := h.linWorkload(tasks, 2, linOps(), 300*time.Millisecond)
+	t.Logf("file store: %d crew mcp processes killed with kill -9", kills)
+	if kills == 0 {
+		t.Error("no process was killed")
+	}
+	h.checkLinearizable("file")
+	assertDenseLog(t, filepath.Join(runDir(dir, "r1"), "events.jsonl"))
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Error("the workload ran out of time")
+	}
+}
