@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/crew
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build demo test vet lint fuzz bench powerloss clean
+.PHONY: all build demo test vet lint fuzz bench powerloss linearizability clean
 
 all: build
 
@@ -44,6 +44,14 @@ CREW_LAZYFS    ?= $(wildcard $(LAZYFS_CACHE)/lazyfs/build/lazyfs)
 powerloss:
 	CREW_LAZYFS=$(CREW_LAZYFS) CREW_POWERLOSS_CUTS=$(POWERLOSS_CUTS) \
 		$(GO) test -count=1 -v -timeout 0 -run '^TestPowerLoss$$' ./guarantee/
+
+# The linearizability checks alone, longer: LINEARIZABILITY_OPS operations
+# per store (make test records 10,000 on the file store and 1,000 on the
+# NATS cluster), checked by porcupine (guarantee/linearizable_test.go).
+LINEARIZABILITY_OPS ?= 20000
+linearizability:
+	CREW_LINEARIZABILITY_OPS=$(LINEARIZABILITY_OPS) \
+		$(GO) test -count=1 -v -timeout 0 -run '^TestLineariz' ./guarantee/
 
 # Every go test -fuzz target, one after another (go test -fuzz takes one
 # target per run), FUZZTIME each. `make test` runs only their seed corpora

@@ -68,6 +68,7 @@ type Cluster struct {
 	t       testing.TB
 	Nodes   []*server.Server // nil where a node was killed
 	options []*server.Options
+	ports   []int // each node's client port, kept for Restart
 }
 
 // NewCluster starts an n-node JetStream cluster on loopback (random
@@ -101,6 +102,9 @@ func NewCluster(t testing.TB, n int) *Cluster {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, s := range c.Nodes {
+		c.ports = append(c.ports, s.Addr().(*net.TCPAddr).Port)
 	}
 	t.Cleanup(func() {
 		for _, s := range c.Nodes {
@@ -175,6 +179,24 @@ func (c *Cluster) Kill(i int) {
 		c.Nodes[i] = nil
 	}
 	c.waitReady(0)
+}
+
+// Restart starts node i again after Kill, with its store and on its
+// former client port (so client URLs taken before still reach it), and
+// waits until the cluster is ready with every node.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	if c.Nodes[i] != nil {
+		return
+	}
+	o := *c.options[i]
+	o.Port = c.ports[i]
+	s, err := start(&o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.Nodes[i] = s
+	c.waitReady(len(c.Nodes))
 }
 
 // WaitStreamLeader waits until some live node leads stream and is current
