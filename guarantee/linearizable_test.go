@@ -473,7 +473,7 @@ func TestLinModelRejects(t *testing.T) {
 			op(0, 1, linInput{"ask", "t1", "q1"}, linOutput{Seq: 5}),
 			op(2, 3, linInput{"show", "t1", ""}, linOutput{Status: "running"})},
 		"seq backwards": {steer, op(2, 3, linInput{"steer", "t1", "s2"}, linOutput{Seq: 4})},
-		"not yet sent": {op(0, 1, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"}), op(2, 3, linInput{"steer", "t1", "s1"}, linOutput{Seq: 5})},
+		"not yet sent":  {op(0, 1, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"}), op(2, 3, linInput{"steer", "t1", "s1"}, linOutput{Seq: 5})},
 	} {
 		if porcupine.CheckOperations(model, history) {
 			t.Errorf("%s: the model accepts it", what)
