@@ -414,6 +414,7 @@ func (h *linHarness) checkLinearizable(name string) {
 	h.rec.mu.Lock()
 	ops := slices.Clone(h.rec.ops)
 	h.rec.mu.Unlock()
+	checkSeqOrder(h.t, name, ops)
 	model := linModel.ToModel()
 	res, info := porcupine.CheckOperationsVerbose(model, ops, 120*time.Second)
 	h.t.Logf("%s: %d operations checked (%v), linearizability: %s", name, len(ops), h.rec.counts, res)
@@ -436,6 +437,36 @@ func (h *linHarness) checkLinearizable(name string) {
 		return
 	}
 	h.t.Errorf("%s: the history is not linearizable; porcupine's visualisation: %s", name, path)
+}
+
+// checkSeqOrder checks seq across tasks, which the partitioned model
+// sees per task only: the messages that operations returned have distinct
+// seqs, and one returned before another was called has the lower seq.
+func checkSeqOrder(t *testing.T, name string, ops []porcupine.Operation) {
+	t.Helper()
+	var sent []porcupine.Operation
+	seen := map[int64]bool{}
+	for _, op := range ops {
+		if seq := op.Output.(linOutput).Seq; seq > 0 {
+			if seen[seq] {
+				t.Errorf("%s: two operations returned seq %d", name, seq)
+			}
+			seen[seq] = true
+			sent = append(sent, op)
+		}
+	}
+	slices.SortFunc(sent, func(a, b porcupine.Operation) int {
+		return int(a.Output.(linOutput).Seq - b.Output.(linOutput).Seq)
+	})
+	// Going down in seq: the earliest return of a higher seq must not
+	// come before the call of a lower one.
+	minReturn := int64(math.MaxInt64)
+	for i := len(sent) - 1; i >= 0; i-- {
+		if minReturn < sent[i].Call {
+			t.Errorf("%s: seq %d was called after an operation with a higher seq had returned", name, sent[i].Output.(linOutput).Seq)
+		}
+		minReturn = min(minReturn, sent[i].Return)
+	}
 }
 
 // linOps is the number of operations a store's history holds: def per
