@@ -5,14 +5,13 @@ package guarantee
 // Guarantee 1 (docs/guarantees.md): an operation that returned success is on disk and
 // survives kill -9 of any process.
 //
-// What this can and cannot prove: SIGKILL ends a process at any
-// instruction, including between its fsync of the log and its projection
-// writes, or in the middle of those writes; what the process had written
-// stays in the page cache, so this tests crew's write order and recovery,
-// not the disk. A power loss or kernel crash (losing what was written but
-// not fsynced) cannot be simulated by a test on a running machine; for
-// that, crew relies on fsync(2) of the log and of new directories before
-// it reports success.
+// What this proves: SIGKILL ends a process at any instruction, including
+// between its fsync of the log and its projection writes, or in the middle
+// of those writes; what the process had written stays in the page cache,
+// so this tests crew's write order and recovery, not the disk. A power
+// loss (losing what was written but not fsynced) is simulated by
+// TestPowerLoss on LazyFS (powerloss_test.go); neither proves a disk's own
+// honesty about fsync(2).
 
 import (
 	"encoding/json"
