@@ -558,7 +558,7 @@ func TestLinearizableFileStore(t *testing.T) {
 // processes killed with kill -9 and, every few seconds, the node leading
 // the run's stream killed and restarted: the history is linearizable.
 func TestLinearizableNATSCluster(t *testing.T) {
-	c := natstest.NewCluster(t, 3)
+	c := natstest.NewPartitionableCluster(t, 3)
 	tasks := []string{"t1", "t2", "t3", "t4"}
 	dir := t.TempDir()
 	env := []string{"CREW_STORE=" + c.URL(), "CREW_NATS_REPLICAS=3", "CREW_RUN=r1"}
@@ -577,9 +577,9 @@ func TestLinearizableNATSCluster(t *testing.T) {
 	defer cancel()
 	h := &linHarness{t: t, ctx: ctx, dir: dir, env: env,
 		rec: &linRecorder{start: time.Now(), counts: map[string]int{}}}
-	restarts := 0
+	restarts, partitions := 0, 0
 	kills := h.linWorkload(tasks, 2, linOps(1000), time.Second, func(stop <-chan struct{}) {
-		for {
+		for round := 0; ; round++ {
 			select {
 			case <-stop:
 				return
@@ -589,15 +589,24 @@ func TestLinearizableNATSCluster(t *testing.T) {
 			if i < 0 {
 				continue
 			}
+			if round%2 == 1 {
+				// The stream leader cut off from the others for a
+				// while: its clients stay connected to it.
+				c.Cut(i)
+				time.Sleep(3 * time.Second)
+				c.Heal(i)
+				partitions++
+				continue
+			}
 			c.Kill(i)
 			time.Sleep(500 * time.Millisecond)
 			c.Restart(i)
 			restarts++
 		}
 	})
-	t.Logf("NATS cluster: %d crew mcp processes killed with kill -9; the stream leader killed and restarted %d times", kills, restarts)
-	if kills == 0 || restarts == 0 {
-		t.Errorf("%d processes killed, %d stream leaders restarted; want some of each", kills, restarts)
+	t.Logf("NATS cluster: %d crew mcp processes killed with kill -9; the stream leader killed and restarted %d times, cut off from the others %d times", kills, restarts, partitions)
+	if !testing.Short() && (kills == 0 || restarts == 0 || partitions == 0) {
+		t.Errorf("%d processes killed, %d stream leaders restarted, %d cut off; want some of each", kills, restarts, partitions)
 	}
 	h.checkLinearizable("nats")
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {

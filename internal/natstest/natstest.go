@@ -68,7 +68,8 @@ type Cluster struct {
 	t       testing.TB
 	Nodes   []*server.Server // nil where a node was killed
 	options []*server.Options
-	ports   []int // each node's client port, kept for Restart
+	ports   []int      // each node's client port, kept for Restart
+	part    *partition // the route proxies of NewPartitionableCluster, else nil
 }
 
 // NewCluster starts an n-node JetStream cluster on loopback (random
@@ -76,17 +77,29 @@ type Cluster struct {
 // it has a meta leader.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return newCluster(t, n, false)
+}
+
+func newCluster(t testing.TB, n int, proxied bool) *Cluster {
+	t.Helper()
 	routePorts := freePorts(t, n)
-	var routes []*url.URL
-	for _, p := range routePorts {
-		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-	}
 	c := &Cluster{t: t}
+	routes := make([][]*url.URL, n)
+	if proxied {
+		c.part = &partition{cut: map[int]bool{}}
+		routes = c.part.proxyRoutes(t, routePorts)
+	} else {
+		for i := range n {
+			for _, p := range routePorts {
+				routes[i] = append(routes[i], &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+			}
+		}
+	}
 	base := t.TempDir()
 	for i := range n {
 		o := opts(t, fmt.Sprintf("crew-%d", i), filepath.Join(base, fmt.Sprint(i)))
-		o.Cluster = server.ClusterOpts{Name: "crew-test", Host: "127.0.0.1", Port: routePorts[i]}
-		o.Routes = routes
+		o.Cluster = server.ClusterOpts{Name: "crew-test", Host: "127.0.0.1", Port: routePorts[i], NoAdvertise: proxied}
+		o.Routes = routes[i]
 		c.options = append(c.options, o)
 	}
 	errs := make(chan error, n)
