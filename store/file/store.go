@@ -257,10 +257,10 @@ func (r *Store) CreateMailbox(agent string) (undo func(), err error) {
 }
 
 // Runs implements store.Store: the names in state/runs that are run ids,
-// sorted: the run directories and whatever has taken the place of one (a
-// symbolic link, a file), which Open then refuses, so that a run list
-// shows it rather than leaving it out. Hidden names (runs being created)
-// are skipped.
+// sorted: the run directories and the symbolic links that have taken the
+// place of one, which Open then refuses (crew.ErrTampered), so that a run
+// list shows them rather than leaving them out. Hidden names (runs being
+// created) and other files are skipped.
 func (r *Store) Runs(ctx context.Context) ([]string, error) {
 	ents, err := os.ReadDir(r.runsDir())
 	if errors.Is(err, os.ErrNotExist) {
@@ -271,7 +271,7 @@ func (r *Store) Runs(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if crew.ValidateID("run", e.Name()) == nil {
+		if (e.IsDir() || e.Type()&os.ModeSymlink != 0) && crew.ValidateID("run", e.Name()) == nil {
 			ids = append(ids, e.Name())
 		}
 	}
