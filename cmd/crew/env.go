@@ -103,13 +103,18 @@ func (e *env) runBy(id string, forRepair bool) (*run.Run, error) {
 	return r, err
 }
 
-// runArg opens the run named by the first argument, else --run / latest
-// (for crew repair if forRepair: see runBy).
-func (e *env) runArg(forRepair ...bool) (*run.Run, error) {
+// runArg opens the run named by the first argument, else --run / latest.
+func (e *env) runArg() (*run.Run, error) { return e.runArgFor(false) }
+
+// repairArg is runArg for crew repair: it opens a run whose manifest is
+// damaged too (runBy, forRepair).
+func (e *env) repairArg() (*run.Run, error) { return e.runArgFor(true) }
+
+func (e *env) runArgFor(forRepair bool) (*run.Run, error) {
 	if e.c.Args().Len() > 1 {
 		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
 	}
-	return e.runBy(e.c.Args().First(), len(forRepair) > 0 && forRepair[0])
+	return e.runBy(e.c.Args().First(), forRepair)
 }
 
 // task returns the task named by --task / CREW_TASK; none is

@@ -25,7 +25,7 @@ func repairCommand() *cli.Command {
 
 func repair(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.runArg(true)
+	r, err := e.repairArg()
 	if err != nil {
 		return err
 	}
