@@ -69,5 +69,5 @@ func printTasks(e *env, ts []*state.Task) {
 // warn prints err on stderr, as crew prints an error, for a command that
 // goes on.
 func (e *env) warn(err error) {
-	fmt.Fprintf(e.stderr, "crew: %s\n", human.Escape(err.Error()))
+	fmt.Fprintf(e.stderr, "crew: %s\n", human.Escape(message(err)))
 }

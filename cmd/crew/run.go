@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,26 +104,41 @@ func runList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var failed []error
+	// Runs that cannot be opened are listed too, saying why, in order of
+	// creation where their logs still tell it, else last (docs/cli.md).
+	var all []*run.BadRun // the runs, good ones with no Err
+	manifests := map[string]state.Manifest{}
 	for _, m := range runs {
-		st, err := runState(root, m.ID)
-		if err != nil {
-			bad = append(bad, &run.BadRun{ID: m.ID, CreatedAt: m.CreatedAt, Err: err})
-			continue
-		}
-		sum := summary(st)
-		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
-			fmt.Sprintf("%-28s %-40s %s", m.ID, human.Line(m.Title), sum)); err != nil {
-			return err
-		}
-		if err := st.Err(); err != nil {
-			failed = append(failed, fmt.Errorf("run %s: %w", m.ID, err))
-		}
+		manifests[m.ID] = m
+		all = append(all, &run.BadRun{ID: m.ID, CreatedAt: m.CreatedAt})
 	}
-	// Runs that cannot be opened are listed too, after the others,
-	// saying why (docs/cli.md: crew run list).
 	for _, b := range bad {
-		br := b.(*run.BadRun)
+		all = append(all, b.(*run.BadRun))
+	}
+	slices.SortStableFunc(all, func(a, b *run.BadRun) int {
+		switch {
+		case a.CreatedAt.IsZero() && !b.CreatedAt.IsZero():
+			return 1 // age unknown: last
+		case !a.CreatedAt.IsZero() && b.CreatedAt.IsZero():
+			return -1
+		}
+		return a.CreatedAt.Compare(b.CreatedAt.Time)
+	})
+	var failed []error
+	for _, br := range all {
+		if br.Err == nil {
+			st, err := runState(root, br.ID)
+			if err == nil {
+				if err := emitRun(e, manifests[br.ID], st); err != nil {
+					return err
+				}
+				if err := st.Err(); err != nil {
+					failed = append(failed, fmt.Errorf("run %s: %w", br.ID, err))
+				}
+				continue
+			}
+			br.Err = err
+		}
 		msg := message(br.Err)
 		rec := map[string]any{"id": br.ID, "damaged": msg}
 		if !br.CreatedAt.IsZero() {
@@ -140,6 +156,13 @@ func runList(c *cli.Context) error {
 		return fmt.Errorf("%s could not be read: %w", human.Count(len(failed), "run"), worstClass(failed))
 	}
 	return nil
+}
+
+// emitRun prints the line of crew run list of run m, whose state is st.
+func emitRun(e *env, m state.Manifest, st *state.State) error {
+	sum := summary(st)
+	return e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
+		fmt.Sprintf("%-28s %-40s %s", m.ID, human.Line(m.Title), sum))
 }
 
 // runState opens run id and reads its tasks.
