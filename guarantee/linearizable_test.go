@@ -529,6 +529,7 @@ func TestLinModelRejects(t *testing.T) {
 // the file store, by 4 workers and 2 leaders in crew mcp processes of
 // which random ones are killed with kill -9, is linearizable.
 func TestLinearizableFileStore(t *testing.T) {
+	t.Parallel() // beside the NATS one, which mostly waits on its cluster
 	tasks := []string{"t1", "t2", "t3", "t4"}
 	dir := newRun(t, "r1", tasks...)
 	for _, task := range tasks {
@@ -558,6 +559,7 @@ func TestLinearizableFileStore(t *testing.T) {
 // processes killed with kill -9 and, every few seconds, the node leading
 // the run's stream killed and restarted: the history is linearizable.
 func TestLinearizableNATSCluster(t *testing.T) {
+	t.Parallel()
 	c := natstest.NewPartitionableCluster(t, 3)
 	tasks := []string{"t1", "t2", "t3", "t4"}
 	dir := t.TempDir()
