@@ -85,10 +85,10 @@ func (f *hookFixture) context(o *hookOutput, event string) string {
 func (f *hookFixture) status(id string) string {
 	f.t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(f.crew("", "pending", "--task", "t1", "--json")), "\n") {
-		var rec struct{ Message struct{ ID, Status string } }
-		json.Unmarshal([]byte(line), &rec)
-		if rec.Message.ID == id {
-			return rec.Message.Status
+		var m struct{ ID, Status string }
+		json.Unmarshal([]byte(line), &m)
+		if m.ID == id {
+			return m.Status
 		}
 	}
 	return "closed"

@@ -246,8 +246,8 @@ func testMCPLeader(t *testing.T, f *mcpFixture) {
 	for question == "" {
 		p := mcpCall(t, f.ctx, cs, "crew_pending", nil)
 		for _, rec := range p["pending"].([]any) {
-			if r := rec.(map[string]any); r["kind"] == "waiting" {
-				question = r["question"].(map[string]any)["body"].(string)
+			if r := rec.(map[string]any); r["kind"] == "question" && r["task"] == "t2" {
+				question = r["body"].(string)
 			}
 		}
 		if question == "" {
@@ -365,7 +365,7 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 	}
 	call(work, "crew_ack", map[string]any{"ids": []string{steer["id"].(string)}})
 	p := call(work, "crew_pending", nil)
-	follow := p["pending"].([]any)[0].(map[string]any)["message"].(map[string]any)
+	follow := p["pending"].([]any)[0].(map[string]any)
 	call(work, "crew_reject", map[string]any{"id": follow["id"], "reason": "later"})
 	rep := call(work, "crew_report", map[string]any{"body": "r", "priority": "urgent"})
 	if out := call(lead, "crew_outbox", map[string]any{"unread": true}); len(out["messages"].([]any)) != 1 {
