@@ -45,14 +45,20 @@ func newMCPFixture(t *testing.T, ctx context.Context, bin string) *mcpFixture {
 // worker) and connects the SDK's client to it.
 func (f *mcpFixture) session(onProgress func(*mcp.ProgressNotificationParams), extra ...string) *mcp.ClientSession {
 	f.t.Helper()
-	cmd := exec.Command(f.bin, "mcp", "--progress-every", "50ms")
-	cmd.Dir, cmd.Env = f.dir, append(slices.Clone(f.env), extra...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	opts := &mcp.ClientOptions{}
 	if onProgress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { onProgress(req.Params) }
 	}
+	return f.sessionWith(opts, extra...)
+}
+
+// sessionWith is session with the client's options.
+func (f *mcpFixture) sessionWith(opts *mcp.ClientOptions, extra ...string) *mcp.ClientSession {
+	f.t.Helper()
+	cmd := exec.Command(f.bin, "mcp", "--progress-every", "50ms")
+	cmd.Dir, cmd.Env = f.dir, append(slices.Clone(f.env), extra...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "crew-test", Version: "1"}, opts)
 	cs, err := client.Connect(f.ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -157,6 +163,10 @@ func TestMCP(t *testing.T) {
 	t.Run("cancelled-ask-leaves-the-question-open", func(t *testing.T) {
 		t.Parallel()
 		testMCPCancelledAsk(t, newMCPFixture(t, ctx, bin))
+	})
+	t.Run("resources-and-subscriptions", func(t *testing.T) {
+		t.Parallel()
+		testMCPResources(t, newMCPFixture(t, ctx, bin))
 	})
 	t.Run("every-tool-listed-and-callable", func(t *testing.T) {
 		t.Parallel()
@@ -413,5 +423,80 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 		if !called[name] {
 			t.Errorf("%s was not called", name)
 		}
+	}
+}
+
+// testMCPResources: a worker's server lists crew://inbox and
+// crew://pending; reading them marks nothing delivered; a subscription to
+// crew://inbox hears of a steer sent by the command line (the run's
+// watch), and of nothing when an unrelated change leaves the inbox as it
+// was.
+func testMCPResources(t *testing.T, f *mcpFixture) {
+	f.must("task", "add", "t1")
+	f.must("task", "add", "t2")
+	updated := make(chan string, 16)
+	cs := f.sessionWith(&mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- req.Params.URI
+	}}, "CREW_TASK=t1")
+	list, err := cs.ListResources(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range list.Resources {
+		uris = append(uris, r.URI)
+	}
+	slices.Sort(uris)
+	if want := []string{"crew://inbox", "crew://pending"}; !slices.Equal(uris, want) {
+		t.Fatalf("resources %v, want %v", uris, want)
+	}
+	read := func(uri string) []events.Message {
+		t.Helper()
+		res, err := cs.ReadResource(f.ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("read %s: %v", uri, err)
+		}
+		var out struct{ Pending []events.Message }
+		if err := json.Unmarshal([]byte(res.Contents[0].Text), &out); err != nil {
+			t.Fatalf("read %s: %v: %q", uri, err, res.Contents[0].Text)
+		}
+		return out.Pending
+	}
+	if got := read("crew://inbox"); len(got) != 0 {
+		t.Fatalf("inbox before any message: %+v", got)
+	}
+	if err := cs.Subscribe(f.ctx, &mcp.SubscribeParams{URI: "crew://inbox"}); err != nil {
+		t.Fatal(err)
+	}
+	// A change that leaves t1's inbox as it was (a steer to t2) is not an
+	// update of it; the steer to t1 that follows is.
+	f.must("task", "start", "t2")
+	f.must("steer", "t2", "not for t1")
+	steer := strings.TrimSpace(f.must("steer", "t1", "use the new API"))
+	if uri := <-updated; uri != "crew://inbox" {
+		t.Fatalf("update of %s, want crew://inbox", uri)
+	}
+	got := read("crew://inbox")
+	if len(got) != 1 || got[0].ID != steer || got[0].Status != "pending" {
+		t.Fatalf("inbox after the steer: %+v; want the steer %s, still pending (reading marks nothing delivered)", got, steer)
+	}
+	// One more steer, one more update, and none in between: the server
+	// sends its notifications in the order of the changes, so any for the
+	// unrelated ones would have come before this one.
+	f.must("follow-up", "t1", "then the docs")
+	if uri := <-updated; uri != "crew://inbox" {
+		t.Fatalf("update of %s, want crew://inbox", uri)
+	}
+	if n := len(updated); n != 0 {
+		t.Fatalf("%d updates more than the two changes of the inbox", n)
+	}
+	// crew://pending is the leader's list, whoever the server acts for.
+	mcpCall(t, f.ctx, cs, "crew_task_start", nil)
+	rep := mcpCall(t, f.ctx, cs, "crew_report", map[string]any{"body": "halfway", "priority": "high"})
+	if p := read("crew://pending"); len(p) != 1 || p[0].ID != rep["id"] || len(read("crew://inbox")) != 2 {
+		t.Fatalf("leader's pending %+v, want the report %v", p, rep["id"])
+	}
+	if _, err := cs.ReadResource(f.ctx, &mcp.ReadResourceParams{URI: "crew://nope"}); err == nil {
+		t.Fatal("reading an unknown resource succeeded")
 	}
 }
