@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -498,5 +499,63 @@ func testMCPResources(t *testing.T, f *mcpFixture) {
 	}
 	if _, err := cs.ReadResource(f.ctx, &mcp.ReadResourceParams{URI: "crew://nope"}); err == nil {
 		t.Fatal("reading an unknown resource succeeded")
+	}
+}
+
+// TestMCPInspector drives the built binary with the official MCP
+// Inspector's command-line mode (npm @modelcontextprotocol/inspector,
+// which .ci/run installs and names in CREW_MCP_INSPECTOR): it lists every
+// tool, calls one and reads a resource, as a client that is not the Go
+// SDK sees them.
+func TestMCPInspector(t *testing.T) {
+	inspector := os.Getenv("CREW_MCP_INSPECTOR")
+	if inspector == "" {
+		var err error
+		if inspector, err = exec.LookPath("mcp-inspector"); err != nil {
+			t.Skip("no MCP Inspector: set CREW_MCP_INSPECTOR to its mcp-inspector (npm install @modelcontextprotocol/inspector; .ci/run does)")
+		}
+	}
+	t.Parallel()
+	bin := buildCrew(t)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
+	defer cancel()
+	f := newMCPFixture(t, ctx, bin)
+	f.must("task", "add", "t1", "--title", "inspected")
+	inspect := func(v any, args ...string) {
+		t.Helper()
+		line := append([]string{"--cli", "-e", "CREW_DIR=" + filepath.Join(f.dir, ".crew"), "-e", "CREW_RUN=r1"}, args...)
+		cmd := exec.CommandContext(ctx, inspector, line...)
+		cmd.Dir, cmd.Env = f.dir, f.env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("mcp-inspector %v: %v\n%s", args, err, out)
+		}
+		if err := json.Unmarshal(out, v); err != nil {
+			t.Fatalf("mcp-inspector %v: %v\n%s", args, err, out)
+		}
+	}
+	var list struct{ Tools []struct{ Name string } }
+	inspect(&list, bin, "mcp", "--method", "tools/list")
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, mcpTools) {
+		t.Fatalf("the Inspector lists\n%v\nwant\n%v", names, mcpTools)
+	}
+	var call struct {
+		IsError           bool
+		StructuredContent struct{ ID, Status string }
+	}
+	inspect(&call, "-e", "CREW_TASK=t1", bin, "mcp", "--method", "tools/call", "--tool-name", "crew_task_start")
+	if call.IsError || call.StructuredContent.ID != "t1" || call.StructuredContent.Status != "running" {
+		t.Fatalf("crew_task_start through the Inspector: %+v", call)
+	}
+	f.must("steer", "t1", "steered")
+	var read struct{ Contents []struct{ URI, Text string } }
+	inspect(&read, "-e", "CREW_TASK=t1", bin, "mcp", "--method", "resources/read", "--uri", "crew://inbox")
+	if len(read.Contents) != 1 || !strings.Contains(read.Contents[0].Text, `"body":"steered"`) {
+		t.Fatalf("crew://inbox through the Inspector: %+v", read)
 	}
 }
