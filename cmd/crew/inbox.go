@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/urfave/cli/v2"
 
@@ -114,14 +115,16 @@ func (e *env) readMailbox(who string) error {
 func pendingCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "pending",
-		Usage: "what is open for you: for the leader, waiting tasks and urgent reports; for a worker (--task), its unacknowledged messages",
+		Usage: "what is open for you, most urgent first: for the leader, the workers' questions and reports not yet acknowledged; for a worker (--task), its messages not yet acknowledged",
 		UsageText: "crew pending\ncrew pending --task t1 --json\n" +
-			"crew pending --json | jq -r 'select(.kind==\"waiting\") | .task.id'",
+			"crew pending --json | jq -r 'select(.kind==\"question\") | .task'",
 		Flags:  []cli.Flag{runFlag, taskFlag},
 		Action: pending,
 	}
 }
 
+// pending prints each open message as inbox does (with --json the same
+// message object), a question as the wait of its task.
 func pending(c *cli.Context) error {
 	e := newEnv(c)
 	r, who, err := e.reader()
@@ -132,21 +135,30 @@ func pending(c *cli.Context) error {
 	if p == nil {
 		return perr
 	}
-	for _, w := range p.Waiting {
-		rec := map[string]any{"kind": "waiting", "task": w.Task, "question": w.Question}
-		human := fmt.Sprintf("%s waits since %s: %s\n    question %s", w.Task.ID, w.Question.SentAt, indent(w.Question.Body, "    "), w.Question.ID)
-		if err := e.emit(rec, human); err != nil {
-			return err
-		}
-	}
 	for i := range p.Messages {
 		m := &p.Messages[i]
-		if err := e.emit(map[string]any{"kind": "message", "message": m}, messageText(m)); err != nil {
+		text := messageText(m)
+		if m.Kind == events.KindQuestion && who == run.Leader {
+			text = fmt.Sprintf("%s waits since %s: %s\n    question %s", m.Task, m.SentAt, indent(m.Body, "    "), m.ID)
+		}
+		if err := e.emit(m, text); err != nil {
 			return err
 		}
 	}
-	if perr == nil && len(p.Waiting) == 0 && len(p.Messages) == 0 && !e.json {
+	if perr == nil && len(p.Messages) == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
 	return perr
+}
+
+// questions returns the questions among p's messages, oldest first.
+func questions(p *run.Pending) []events.Message {
+	var qs []events.Message
+	for _, m := range p.Messages {
+		if m.Kind == events.KindQuestion {
+			qs = append(qs, m)
+		}
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Seq < qs[j].Seq })
+	return qs
 }

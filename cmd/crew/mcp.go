@@ -12,12 +12,14 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/mcpserver"
+	"github.com/crew-dev/crew/run"
 )
 
 func mcpCommand() *cli.Command {
@@ -76,8 +78,11 @@ func serveMCP(c *cli.Context) error {
 		}
 		return stdout.Bytes(), &mcpserver.Error{Class: class, Exit: code, Message: msg}
 	}
-	s := mcpserver.New(mcpserver.Options{Exec: exec, Version: version, ProgressEvery: every})
-	err = s.Run(c.Context, &mcp.StdioTransport{})
+	s := mcpserver.New(mcpserver.Options{Exec: exec, Version: version, Task: c.String("task"), ProgressEvery: every})
+	ctx, stop := context.WithCancel(c.Context)
+	defer stop()
+	go notifyChanges(ctx, newEnv(c), s)
+	err = s.Run(ctx, &mcp.StdioTransport{})
 	if err == nil || errors.Is(err, io.EOF) || c.Context.Err() != nil {
 		return nil // the client closed standard input, or crew was told to stop
 	}
@@ -105,4 +110,35 @@ func globalArgs(c *cli.Context) []string {
 		}
 	}
 	return out
+}
+
+// notifyChanges tells s each time the run's log grows (the watch the
+// CLI's waits use: fsnotify on the file store, a subscription on NATS),
+// so that subscribed clients hear of changed resources. The run is the
+// server's (--run, CREW_RUN), else the latest; until it exists, it is
+// looked for again every second. What fails is said on standard error
+// (standard output is the protocol).
+func notifyChanges(ctx context.Context, e *env, s *mcpserver.Server) {
+	var r *run.Run
+	for r == nil {
+		var err error
+		if r, err = e.run(); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	w := r.Watch()
+	defer w.Close()
+	for {
+		if err := s.Changed(ctx); err != nil && ctx.Err() == nil {
+			e.warn(fmt.Errorf("mcp resources: %w", err))
+		}
+		if err := w.Wait(ctx); err != nil {
+			return
+		}
+	}
 }

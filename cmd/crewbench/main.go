@@ -45,6 +45,10 @@ type config struct {
 	only     map[string]bool // parts to run; all when empty
 }
 
+// seenPeriod is the simulated agent's time between tool calls in
+// seen_ms: a hook call every 50 ms (the issue's loop).
+const seenPeriod = 50 * time.Millisecond
+
 // runs reports whether the part is to be run.
 func (c config) runs(part string) bool { return len(c.only) == 0 || c.only[part] }
 
@@ -144,6 +148,8 @@ type result struct {
 	// Agents (agents.go): crew hook claude and crew mcp.
 	HookIdleP50ms float64 `json:"hook_idle_ms_p50"`
 	HookIdleP99ms float64 `json:"hook_idle_ms_p99"`
+	SeenP50ms     float64 `json:"seen_p50_ms"`
+	SeenP99ms     float64 `json:"seen_p99_ms"`
 	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
 	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
 }
@@ -302,6 +308,11 @@ func bench(c config) error {
 		if res.HookIdleP50ms, res.HookIdleP99ms, err = hookIdle(tmp, c, c.wake); err != nil {
 			return err
 		}
+		seen := max(c.wake/4, 10)
+		step("%d steers seen by a hook loop of %s", seen, seenPeriod)
+		if res.SeenP50ms, res.SeenP99ms, err = hookSeen(tmp, c, seen, seenPeriod); err != nil {
+			return err
+		}
 		step("steers through one crew mcp session against the library, %d rounds of %s each", c.rounds, c.round)
 		lib, viaMCP, stop, err := mcpSteer(tmp, c)
 		if err != nil {
@@ -315,6 +326,7 @@ func bench(c config) error {
 		res.MCPSteerPerS, res.MCPSteerRatio = median(mcpS), medianRatio(mcpS, libS)
 		rows = append(rows,
 			row{"hook_idle_ms", "`crew hook claude PostToolUse` with nothing new, whole process: p50 / p99", f2(res.HookIdleP50ms) + " / " + f2(res.HookIdleP99ms), "≤ 3 / ≤ 10", fmt.Sprintf("%d samples", c.wake)},
+			row{"seen_ms", fmt.Sprintf("steer sent → in the answer of the next `crew hook claude PostToolUse` of a loop calling it every %s: p50 / p99", seenPeriod), f2(res.SeenP50ms) + " / " + f2(res.SeenP99ms), fmt.Sprintf("≤ %d (one loop period)", seenPeriod.Milliseconds()), fmt.Sprintf("%d steers", seen)},
 			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
 		)
 	}
