@@ -161,7 +161,13 @@ var linModel = porcupine.NondeterministicModel{
 		case out.Class != "":
 			return fmt.Sprintf("%s(%s %s) -> %s", in.Kind, in.Task, in.Body, out.Class)
 		}
-		return fmt.Sprintf("%s(%s %s) -> seq %d %s%s", in.Kind, in.Task, in.Body, out.Seq, out.Bodies, out.Status)
+		switch in.Kind {
+		case "inbox":
+			return fmt.Sprintf("inbox(%s) -> [%s]", in.Task, out.Bodies)
+		case "show":
+			return fmt.Sprintf("show(%s) -> %s", in.Task, out.Status)
+		}
+		return fmt.Sprintf("%s(%s %s) -> seq %d", in.Kind, in.Task, in.Body, out.Seq)
 	},
 	DescribeState: func(state any) string {
 		s := state.(linState)
@@ -421,22 +427,33 @@ func (h *linHarness) checkLinearizable(name string) {
 	if res == porcupine.Ok {
 		return
 	}
-	dir := os.Getenv("CREW_ARTIFACTS")
-	if dir == "" {
-		dir = h.t.TempDir()
-		if d, err := os.MkdirTemp("", "crew-porcupine-"); err == nil {
-			dir = d // kept after the test, unlike TempDir
-		}
-	}
-	path := filepath.Join(dir, "linearizability-"+name+".html")
-	if err := porcupine.VisualizePath(model, info, path); err != nil {
-		h.t.Errorf("write the visualisation: %v", err)
-	}
+	path := visualise(h.t, name, model, info)
 	if res == porcupine.Unknown {
 		h.t.Errorf("%s: porcupine could not decide within its time limit; history visualised in %s", name, path)
 		return
 	}
 	h.t.Errorf("%s: the history is not linearizable; porcupine's visualisation: %s", name, path)
+}
+
+// visualise writes porcupine's HTML visualisation of a checked history to
+// $CREW_ARTIFACTS/linearizability-<name>.html, or, without
+// CREW_ARTIFACTS, to a temporary directory kept after the test, and
+// returns its path.
+func visualise(t *testing.T, name string, model porcupine.Model, info porcupine.LinearizationInfo) string {
+	t.Helper()
+	dir := os.Getenv("CREW_ARTIFACTS")
+	if dir == "" {
+		d, err := os.MkdirTemp("", "crew-porcupine-") // not t.TempDir: kept for a person to open
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	path := filepath.Join(dir, "linearizability-"+name+".html")
+	if err := porcupine.VisualizePath(model, info, path); err != nil {
+		t.Errorf("write the visualisation: %v", err)
+	}
+	return path
 }
 
 // checkSeqOrder checks seq across tasks, which the partitioned model
@@ -509,6 +526,17 @@ func TestLinModelRejects(t *testing.T) {
 		if porcupine.CheckOperations(model, history) {
 			t.Errorf("%s: the model accepts it", what)
 		}
+	}
+	// A violation is visualised: the artifact a failing test leaves.
+	t.Setenv("CREW_ARTIFACTS", t.TempDir())
+	res, info := porcupine.CheckOperationsVerbose(model, []porcupine.Operation{steer,
+		op(2, 3, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"}),
+		op(4, 5, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"})}, 0)
+	if res != porcupine.Illegal {
+		t.Errorf("delivered twice: %s, want Illegal", res)
+	}
+	if html, err := os.ReadFile(visualise(t, "self-test", model, info)); err != nil || !strings.Contains(string(html), "inbox(t1)") || !strings.Contains(string(html), "[s1]") {
+		t.Errorf("the visualisation does not show the history: %v", err)
 	}
 	// And accepts what may happen: overlapping calls in either order, an
 	// unknown outcome either way.
