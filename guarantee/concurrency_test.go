@@ -488,3 +488,26 @@ func TestCaseVariantsRace(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderAndTaskAgentRace: a run created with leader X and a task added
+// with agent X (in another run) at the same moment: mailboxes are shared
+// across runs, so at most one of them succeeds (docs/concepts.md, Reserved
+// names), and the other exits 3; never both.
+func TestLeaderAndTaskAgentRace(t *testing.T) {
+	dir := newRun(t, "r1")
+	for i := range 8 {
+		agent := fmt.Sprintf("agent%d", i)
+		res := race(t, dir, [][]string{
+			{"run", "create", "--id", fmt.Sprintf("lead%d", i), "--leader", agent},
+			{"task", "add", fmt.Sprintf("task%d", i), "--agent", agent, "--run", "r1"},
+		})
+		switch {
+		case res[0].Code == 0 && res[1].Code == 0:
+			t.Fatalf("round %d: both the run led by %s and the task of %s were created", i, agent, agent)
+		case res[0].Code == 0 && res[1].Code != exitConflict, res[1].Code == 0 && res[0].Code != exitConflict:
+			t.Errorf("round %d: the loser exited %d and %d, want 3:\n%s%s", i, res[0].Code, res[1].Code, res[0].Stderr, res[1].Stderr)
+		case res[0].Code != 0 && res[1].Code != 0:
+			t.Errorf("round %d: neither succeeded:\n%s%s", i, res[0].Stderr, res[1].Stderr)
+		}
+	}
+}

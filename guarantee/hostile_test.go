@@ -29,6 +29,7 @@ import (
 // directory).
 const (
 	exitInvalid  = 2
+	exitConflict = 3
 	exitTampered = 8
 )
 

@@ -83,6 +83,11 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if id == "leader" || id == events.Broadcast {
 		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
 	}
+	unlock, err := r.root.lockAgents()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := r.root.leaderNamed(spec.Agent, r.ID()); err != nil {
 		return nil, err
 	}
@@ -120,6 +125,17 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 // an agent is a leader or a task's agent in the whole state root, never
 // both: the leader's mail (questions, reports) and a worker's (responses,
 // steers) must not land in one mailbox, whichever runs they belong to.
+
+// lockAgents takes the store's lock for that rule (store.AgentLocker)
+// until what is created is committed, so that a run create and a task
+// add with clashing names cannot both pass the check; a store without one
+// (NATS) checks without it.
+func (r *Root) lockAgents() (unlock func(), err error) {
+	if l, ok := r.Store.(store.AgentLocker); ok {
+		return l.LockAgents()
+	}
+	return func() {}, nil
+}
 
 // leaderNamed returns crew.ErrConflict if agent is, in any letter case,
 // the leader of a run other than except.

@@ -140,6 +140,11 @@ func (r *Root) Create(opts CreateOptions) (*Run, error) {
 	if err := checkTitle("run", opts.Title); err != nil {
 		return nil, err
 	}
+	unlock, err := r.lockAgents()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := r.taskAgentNamed(opts.Leader); err != nil {
 		return nil, err
 	}

@@ -142,6 +142,15 @@ type Repairer interface {
 	Repair(ctx context.Context) (*RepairReport, error)
 }
 
+// AgentLocker is a Store whose creators of runs and tasks can take turns
+// from the check that an agent is not a leader in one run and a task's
+// agent in another (docs/concepts.md, Reserved names) until what they
+// create is committed: the file store's (state/.agents.lock). LockAgents
+// waits for the lock and returns the function that lets it go.
+type AgentLocker interface {
+	LockAgents() (unlock func(), err error)
+}
+
 // RunRepairer is a Store whose runs' own files can be damaged past what
 // Open accepts: the file store's, whose manifest.json may be missing or
 // garbled. OpenForRepair opens such a run for Repair, which mends it.

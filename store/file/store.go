@@ -237,6 +237,15 @@ func (r *Store) build(m state.Manifest, line []byte) error {
 	return nil
 }
 
+// LockAgents implements store.AgentLocker: state/.agents.lock
+// (docs/files.md, Locks).
+func (r *Store) LockAgents() (unlock func(), err error) {
+	if err := mkdir(filepath.Join(r.dir, "state"), r.Perm); err != nil {
+		return nil, err
+	}
+	return fsys.LockFile(filepath.Join(r.dir, "state", ".agents.lock"), r.Perm.File)
+}
+
 // CreateMailbox implements store.Store. The undo function removes only
 // empty directories, and only those this call made.
 func (r *Store) CreateMailbox(agent string) (undo func(), err error) {
