@@ -110,7 +110,7 @@
       }
     });
     var open = {};
-    main.querySelectorAll("details[open]").forEach(function (d, i) { open[i] = true; });
+    main.querySelectorAll("details").forEach(function (d, i) { open[i] = d.open; });
     main.innerHTML = html;
     main.querySelectorAll("textarea, input[type=text], select").forEach(function (el) {
       var k = key(el);
