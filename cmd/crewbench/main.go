@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,nats (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,ui,nats (for work on one figure)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -146,6 +146,12 @@ type result struct {
 	HookIdleP99ms float64 `json:"hook_idle_ms_p99"`
 	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
 	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
+
+	// The dashboard (ui.go): crew serve's pages.
+	UIUpdateP50ms float64 `json:"ui_update_p50_ms"`
+	UIUpdateP99ms float64 `json:"ui_update_p99_ms"`
+	UIBoardMs     float64 `json:"ui_board_ms"`
+	UIBoardEvents int64   `json:"ui_board_events"` // events in the run of ui_board_ms
 }
 
 // step prints progress on stderr.
@@ -317,6 +323,12 @@ func bench(c config) error {
 			row{"hook_idle_ms", "`crew hook claude PostToolUse` with nothing new, whole process: p50 / p99", f2(res.HookIdleP50ms) + " / " + f2(res.HookIdleP99ms), "≤ 3 / ≤ 10", fmt.Sprintf("%d samples", c.wake)},
 			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
 		)
+	}
+
+	if c.runs("ui") {
+		if rows, err = benchUI(tmp, c, &res, rows); err != nil {
+			return err
+		}
 	}
 
 	if c.runs("nats") {
