@@ -15,8 +15,10 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	natsstore "github.com/crew-dev/crew/store/nats"
 	"github.com/crew-dev/crew/task"
 	"github.com/crew-dev/crew/web"
 )
@@ -42,10 +44,18 @@ func must(t *testing.T, err error) {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{dir: t.TempDir()}
-	var err error
-	f.root, err = run.Init(f.dir, crew.PrivatePerm)
+	dir := t.TempDir()
+	root, err := run.Init(dir, crew.PrivatePerm)
 	must(t, err)
+	return newFixtureOn(t, root, dir)
+}
+
+// newFixtureOn is newFixture on the state root given (dir: its
+// directory, or the run's working directory for a root without one).
+func newFixtureOn(t *testing.T, root *run.Root, dir string) *fixture {
+	t.Helper()
+	f := &fixture{dir: dir, root: root}
+	var err error
 	f.run, err = f.root.Create(run.CreateOptions{ID: "r1", Title: "three workers", Dir: f.dir})
 	must(t, err)
 	ctx := context.Background()
@@ -319,7 +329,32 @@ func TestUnknownRunOrTaskIsNotFound(t *testing.T) {
 // TestLiveResumesFromLastEventID reads the stream as a reconnecting
 // browser does.
 func TestLiveResumesFromLastEventID(t *testing.T) {
-	f := newFixture(t)
+	checkLive(t, newFixture(t))
+}
+
+// TestNATSStore serves a run kept on NATS JetStream (a real server):
+// the board, an action and the live stream.
+func TestNATSStore(t *testing.T) {
+	srv := natstest.Server(t)
+	s, err := natsstore.Dial(context.Background(), srv.ClientURL(), natsstore.Options{})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	f := newFixtureOn(t, run.NewRoot(s), t.TempDir())
+	c := f.client(t)
+	code, page := get(t, c, f.base+"/runs/r1/")
+	if code != http.StatusOK || strings.Count(page, `class="card running"`) != 3 {
+		t.Fatalf("the board of a run on NATS (%d):\n%s", code, page)
+	}
+	seq := f.lastSeq(t)
+	resp := post(t, c, f, "/runs/r1/tasks/t2/nudge", f.base, url.Values{"csrf": {f.web.CSRF()}})
+	if resp.StatusCode != http.StatusSeeOther || f.lastSeq(t) != seq+1 {
+		t.Fatalf("nudge on NATS: %s, seq %d -> %d", resp.Status, seq, f.lastSeq(t))
+	}
+	checkLive(t, f)
+}
+
+func checkLive(t *testing.T, f *fixture) {
+	t.Helper()
 	c := f.client(t)
 	seq := f.lastSeq(t)
 	ctx, cancel := context.WithCancel(context.Background())
