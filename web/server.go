@@ -128,6 +128,11 @@ type page struct {
 // the live update of an open page). It renders into a buffer first, so
 // that a failure sends an error, not half a page.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p *page) {
+	s.renderStatus(w, r, http.StatusOK, name, p)
+}
+
+// renderStatus is render with an HTTP status other than 200.
+func (s *Server) renderStatus(w http.ResponseWriter, r *http.Request, code int, name string, p *page) {
 	p.CSRF = s.guard.csrf
 	if p.Flash == nil {
 		p.Flash = s.takeFlash(r.URL.Query().Get("flash"))
@@ -142,14 +147,14 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p *
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
 	w.Write(b.Bytes())
 }
 
 // fail answers a page request that could not be built, with the HTTP
 // status of err's class (statusOf) and its message, in the page layout.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	w.WriteHeader(statusOf(err))
-	s.render(w, r, "error", &page{Title: "Error", Data: err.Error()})
+	s.renderStatus(w, r, statusOf(err), "error", &page{Title: "Error", Data: err.Error()})
 }
 
 // statusOf maps crew's error classes to HTTP statuses, as cmd/crew maps

@@ -383,3 +383,43 @@ func checkLive(t *testing.T, f *fixture) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTimelineDrawsSpansAndMarks checks the SVG lanes: t1 ran, waited
+// on a question and runs again after the answer; t3 was cancelled.
+func TestTimelineDrawsSpansAndMarks(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t)
+	ctx := context.Background()
+	_, _, err := f.run.Ask(ctx, run.SendOptions{Kind: events.KindQuestion, Task: "t1", From: "wt1", Body: "<b>Which DB?</b>"}, false)
+	must(t, err)
+	_, err = f.run.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "t1", From: "leader", Body: "Postgres"})
+	must(t, err)
+	_, err = f.run.Transition(ctx, "t3", task.Cancel, "leader", "", nil)
+	must(t, err)
+	_, page := get(t, c, f.base+"/runs/r1/timeline")
+	lane := func(id string) string {
+		i := strings.Index(page, `<g class="lane" data-task="`+id+`">`)
+		if i < 0 {
+			t.Fatalf("no lane for %s:\n%s", id, page)
+		}
+		j := strings.Index(page[i:], "</g>")
+		return page[i : i+j]
+	}
+	t1 := lane("t1")
+	for _, want := range []string{`class="span running"`, `class="span waiting"`, `class="mark question"`, `class="mark response"`, "&lt;b&gt;Which DB?&lt;/b&gt;"} {
+		if !strings.Contains(t1, want) {
+			t.Errorf("t1's lane lacks %s:\n%s", want, t1)
+		}
+	}
+	if strings.Count(t1, `class="span running"`) != 2 || strings.Count(t1, `class="span waiting"`) != 1 {
+		t.Errorf("t1 ran, waited and ran again; its lane:\n%s", t1)
+	}
+	if t3 := lane("t3"); strings.Count(t3, `class="span running"`) != 1 || strings.Contains(t3, "waiting") {
+		t.Errorf("t3 ran, then was cancelled; its lane:\n%s", t3)
+	}
+	// The thread page draws the task's own lane only.
+	_, page = get(t, c, f.base+"/runs/r1/tasks/t1")
+	if strings.Count(page, `<g class="lane"`) != 1 || !strings.Contains(page, `data-task="t1"`) {
+		t.Errorf("the thread of t1 does not draw its lane alone")
+	}
+}
