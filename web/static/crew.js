@@ -6,6 +6,28 @@
 (function () {
   "use strict";
   var body = document.body;
+
+  // Relative times (<time class="ago" datetime="…">) tick every second,
+  // formatted as the server formats them (web/funcs.go, dur).
+  function dur(ms) {
+    var s = Math.floor(ms / 1000), pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (ms < 0) { return "0s"; }
+    if (ms < 1000) { return Math.floor(ms) + "ms"; }
+    if (s < 60) { return s + "s"; }
+    if (s < 3600) { return Math.floor(s / 60) + "m" + pad(s % 60) + "s"; }
+    if (s < 86400) { return Math.floor(s / 3600) + "h" + pad(Math.floor(s / 60) % 60) + "m"; }
+    return Math.floor(s / 86400) + "d" + (Math.floor(s / 3600) % 24) + "h";
+  }
+  setInterval(function () {
+    var now = Date.now();
+    document.querySelectorAll("time.ago").forEach(function (t) {
+      var at = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(at)) {
+        t.textContent = dur(now - at);
+      }
+    });
+  }, 1000);
+
   var stream = body.dataset.stream;
   if (!stream || !window.EventSource) {
     return;
