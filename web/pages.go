@@ -77,12 +77,22 @@ func countStates(st *state.State) []stateCount {
 	return out
 }
 
-// card is a task on the board.
+// card is a task on the board, its text ready to show (human.Escape
+// applied): a board of a thousand tasks renders fast when the template
+// only places strings.
 type card struct {
-	*state.Task
-	Question *events.Message // the open question of a waiting task
-	Seconds  float64         // running time: from its start to its end, or to now
-	Quiet    float64         // seconds since its last event
+	ID, Agent, Status, Title, Reason string
+	Ran                              string    // running time, from its start to its end or to now; "" if never started
+	RanSince                         string    // its start while it runs (the page ticks it), else ""
+	Quiet                            string    // time since its last event
+	Last                             string    // the time of its last event
+	Ended                            bool      // in a terminal state
+	Question                         *question // the open question of a waiting task
+}
+
+// question is a waiting task's open question on its card.
+type question struct {
+	From, SentAt, Ago, Body string
 }
 
 // column is the tasks in one state.
@@ -162,18 +172,28 @@ func columns(st *state.State, questions map[string]*events.Message, now time.Tim
 		cols[i].State, at[s] = s, i
 	}
 	for _, t := range st.TaskList() {
-		c := card{Task: t, Question: questions[t.Question], Quiet: now.Sub(t.LastEventAt.Time).Seconds()}
-		if t.StartedAt != nil {
-			end := now
-			if t.EndedAt != nil {
-				end = t.EndedAt.Time
-			}
-			c.Seconds = end.Sub(t.StartedAt.Time).Seconds()
-		}
 		i := at[t.Status]
-		cols[i].Cards = append(cols[i].Cards, c)
+		cols[i].Cards = append(cols[i].Cards, cardOf(t, questions[t.Question], now))
 	}
 	return cols
+}
+
+func cardOf(t *state.Task, q *events.Message, now time.Time) card {
+	c := card{ID: t.ID, Agent: t.Agent, Status: string(t.Status), Title: human.Escape(t.Title), Reason: human.Escape(t.Reason),
+		Quiet: dur(now.Sub(t.LastEventAt.Time).Seconds()), Last: t.LastEventAt.String(), Ended: t.Status.Terminal()}
+	if t.StartedAt != nil {
+		end := now
+		if t.EndedAt != nil {
+			end = t.EndedAt.Time
+		} else {
+			c.RanSince = t.StartedAt.String()
+		}
+		c.Ran = dur(end.Sub(t.StartedAt.Time).Seconds())
+	}
+	if q != nil {
+		c.Question = &question{From: q.From, SentAt: q.SentAt.String(), Ago: dur(now.Sub(q.SentAt.Time).Seconds()), Body: human.Escape(q.Body)}
+	}
+	return c
 }
 
 func liveURL(rn *run.Run) string { return "/runs/" + rn.ID() + "/live" }
