@@ -238,7 +238,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 			th.Open = append(th.Open, m)
 		}
 	}
-	s.render(w, r, "thread", &page{Title: id + " · " + rn.ID(), Run: rn.ID(), Tab: "thread", Stream: liveURL(rn), Seq: rep.Seq, Damage: errText(rep.Err()), Data: th})
+	s.render(w, r, "thread", &page{Title: id + " · " + rn.ID(), Run: rn.ID(), Tab: "thread", Task: id, Stream: liveURL(rn), Seq: rep.Seq, Damage: errText(rep.Err()), Data: th})
 }
 
 // eventRow is an event in the event log, as the page and its live

@@ -116,6 +116,7 @@ type page struct {
 	CSRF   string
 	Run    string // the run the page shows, "" for the runs list
 	Tab    string // board, timeline, events, thread
+	Task   string // the task a thread page shows: its live updates follow the events about it
 	Stream string // the URL of the page's live updates, "" for none
 	Seq    int64  // the seq the page reflects: live updates start after it
 	Flash  *flash

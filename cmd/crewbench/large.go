@@ -16,6 +16,7 @@ import (
 const largeTasks = 32
 
 type large struct {
+	run       *run.Run
 	env       []string // environment of a crew process in the run
 	events    int64    // events in the log
 	took      time.Duration
@@ -50,7 +51,7 @@ func largeRun(tmp string, c config) (*large, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &large{env: crewEnv(filepath.Join(dir, ".crew"), "large"), took: took, tailTask: tasks[0]}
+	l := &large{run: r, env: crewEnv(filepath.Join(dir, ".crew"), "large"), took: took, tailTask: tasks[0]}
 	for i := range 10 {
 		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: l.tailTask, From: run.Leader, Body: body("steer", i, 150)})
 		if err != nil {

@@ -269,9 +269,10 @@ func bench(c config) error {
 		)
 	}
 
+	var big *large // the large run, for ui_board_ms
 	if c.runs("large") {
 		step("generating a run of %d events through the library", c.events)
-		big, err := largeRun(tmp, c)
+		big, err = largeRun(tmp, c)
 		if err != nil {
 			return err
 		}
@@ -326,7 +327,7 @@ func bench(c config) error {
 	}
 
 	if c.runs("ui") {
-		if rows, err = benchUI(tmp, c, &res, rows); err != nil {
+		if rows, err = benchUI(tmp, c, big, &res, rows); err != nil {
 			return err
 		}
 	}

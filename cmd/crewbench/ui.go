@@ -21,6 +21,8 @@ import (
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
 	"github.com/crew-dev/crew/web"
 )
 
@@ -58,18 +60,34 @@ func serveRun(r *run.Run) (base, token string, client *http.Client, stop func(),
 	return base, token, client, srv.Close, nil
 }
 
-// uiBoard generates a run of uiTasks tasks and about c.events events and
-// returns the median time to serve its board (GET /runs/RUN/, the whole
-// response read), in milliseconds.
-func uiBoard(tmp string, c config) (ms float64, n int64, err error) {
-	tasks := taskIDs("t%04d", uiTasks)
-	r, err := newRun(filepath.Join(tmp, "ui-board"), "board", tasks...)
-	if err != nil {
-		return 0, 0, err
-	}
-	step("  %d tasks; generating %d events", uiTasks, c.events)
-	if _, _, err := fill(r, tasks, int64(c.events)); err != nil {
-		return 0, 0, err
+// uiBoard returns the median time to serve the board (GET /runs/RUN/,
+// the whole response read) of a run of uiTasks tasks and about c.events
+// events, in milliseconds: the large run (big) with tasks added to make
+// uiTasks, or, when the large part did not run, a run generated alike.
+func uiBoard(tmp string, c config, big *large) (ms float64, n int64, err error) {
+	var r *run.Run
+	if big != nil {
+		r = big.run
+		st, err := r.TaskState()
+		if err != nil {
+			return 0, 0, err
+		}
+		step("  adding %d tasks to the large run", uiTasks-len(st.Tasks))
+		if err := addTasks(r, taskIDs("u%04d", uiTasks-len(st.Tasks))); err != nil {
+			return 0, 0, err
+		}
+	} else {
+		tasks := taskIDs("t%02d", largeTasks)
+		if r, err = newRun(filepath.Join(tmp, "ui-board"), "large", tasks...); err != nil {
+			return 0, 0, err
+		}
+		step("  generating %d events", c.events)
+		if _, _, err := fill(r, tasks, int64(c.events)); err != nil {
+			return 0, 0, err
+		}
+		if err := addTasks(r, taskIDs("u%04d", uiTasks-largeTasks)); err != nil {
+			return 0, 0, err
+		}
 	}
 	r.Sync()
 	st, err := r.TaskState()
@@ -83,7 +101,7 @@ func uiBoard(tmp string, c config) (ms float64, n int64, err error) {
 	defer stop()
 	ms, err = median3(c.reps, func() (float64, error) {
 		start := time.Now()
-		resp, err := client.Get(base + "/runs/board/")
+		resp, err := client.Get(base + "/runs/" + r.ID() + "/")
 		if err != nil {
 			return 0, err
 		}
@@ -95,6 +113,18 @@ func uiBoard(tmp string, c config) (ms float64, n int64, err error) {
 		return float64(time.Since(start).Microseconds()) / 1000, err
 	})
 	return ms, st.Seq, err
+}
+
+// addTasks adds the tasks to r and starts them, from 16 goroutines.
+func addTasks(r *run.Run, tasks []string) error {
+	ctx := context.Background()
+	return parallel(16, len(tasks), func(i int) error {
+		if _, err := r.AddTask(ctx, tasks[i], state.TaskSpec{Title: "bench task " + tasks[i]}, run.Leader); err != nil {
+			return err
+		}
+		_, err := r.Transition(ctx, tasks[i], task.Start, tasks[i], "", nil)
+		return err
+	})
 }
 
 // chromiumPath finds a Chromium to drive, as the tests of package web do.
@@ -183,7 +213,7 @@ func uiUpdate(tmp string, n int) ([]float64, error) {
 // benchUI measures the dashboard's rows: ui_update_p50_ms and
 // ui_update_p99_ms (left out, saying why, without Chromium) and
 // ui_board_ms.
-func benchUI(tmp string, c config, res *result, rows []row) ([]row, error) {
+func benchUI(tmp string, c config, big *large, res *result, rows []row) ([]row, error) {
 	step("%d updates of a board open in Chromium", c.wake)
 	samples, err := uiUpdate(tmp, c.wake)
 	switch {
@@ -205,7 +235,7 @@ func benchUI(tmp string, c config, res *result, rows []row) ([]row, error) {
 			row{"ui_update_p99_ms", "the same, 99th percentile", f2(res.UIUpdateP99ms), "≤ 100", ""})
 	}
 	step("the board of a run of %d tasks", uiTasks)
-	if res.UIBoardMs, res.UIBoardEvents, err = uiBoard(tmp, c); err != nil {
+	if res.UIBoardMs, res.UIBoardEvents, err = uiBoard(tmp, c, big); err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"ui_board_ms", fmt.Sprintf("GET the board of a run of %d tasks and %d events (crew serve)", uiTasks, res.UIBoardEvents),

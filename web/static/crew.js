@@ -35,6 +35,10 @@
   var live = document.getElementById("live");
   var main = document.getElementById("main");
   var log = document.getElementById("log");
+  var maxRows = 5000; // the event log keeps the newest rows
+  // The timeline reads the whole log: while a run is busy it is drawn
+  // again at most once a second.
+  var gap = body.dataset.tab === "timeline" ? 1000 : 0;
   var source = new EventSource(stream + "?since=" + encodeURIComponent(body.dataset.seq || "0"));
 
   function say(text, cls) {
@@ -51,7 +55,9 @@
     body.dataset.seq = String(row.seq);
     if (log) {
       appendRow(row);
-    } else {
+    } else if (!body.dataset.task || !row.task || row.task === body.dataset.task) {
+      // A thread changes with the events about its task and those about
+      // no task (a broadcast, the leader reading or acknowledging).
       refresh();
     }
   });
@@ -85,6 +91,9 @@
     cell(tr, row.actor || "");
     cell(tr, row.summary || "").className = "what";
     log.appendChild(tr);
+    while (log.rows.length > maxRows) {
+      log.deleteRow(0);
+    }
     var atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     if (atEnd) {
       tr.scrollIntoView({block: "end"});
@@ -111,11 +120,13 @@
       .then(swap)
       .catch(function (err) { say("update failed: " + err.message, "off"); })
       .finally(function () {
-        busy = false;
-        if (again) {
-          again = false;
-          refresh();
-        }
+        setTimeout(function () {
+          busy = false;
+          if (again) {
+            again = false;
+            refresh();
+          }
+        }, gap);
       });
   }
 
