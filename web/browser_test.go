@@ -188,6 +188,21 @@ func TestBrowserAnswerAWorkersQuestion(t *testing.T) {
 	if flash := value(t, b, chromedp.TextContent(chromedp.CSS(`#flash`))); !strings.Contains(flash, "response sent to t1 as leader") {
 		t.Errorf("the outcome shown: %q", flash)
 	}
+
+	// The event log shows the response, as the leader's, and follows the
+	// log: an event committed now is appended as a row, as text.
+	b.do(t, chromedp.Navigate(f.base+"/runs/r1/events"),
+		ready(`document.getElementById("live").textContent === "live"`))
+	row := value(t, b, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#log tr")).map(r => r.textContent).find(s => s.includes("task.responded")) || ""`))
+	if !strings.Contains(row, "leader") || !strings.Contains(row, "Postgres, version 16.") {
+		t.Errorf("the event log's row of the response: %q", row)
+	}
+	_, err := f.run.Send(context.Background(), run.SendOptions{Kind: events.KindReport, Task: "t2", From: "wt2", Body: "<i>halfway</i>"})
+	must(t, err)
+	b.do(t, ready(`Array.from(document.querySelectorAll("#log td.what")).some(td => td.textContent.includes("<i>halfway</i>"))`))
+	if n := value(t, b, chromedp.Evaluate[int](`document.querySelectorAll("#log i").length`)); n != 0 {
+		t.Errorf("a body became markup in the event log (%d elements)", n)
+	}
 	b.noDialogs(t)
 }
 
