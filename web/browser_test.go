@@ -269,3 +269,33 @@ func TestBrowserHostileBodiesRenderAsText(t *testing.T) {
 		check(u)
 	}
 }
+
+// TestBrowserReconnectResumes drops the page's connections while events
+// are committed: the browser's EventSource reconnects with the last seq
+// it saw (Last-Event-ID) and the event log ends up with every event
+// once, in order.
+func TestBrowserReconnectResumes(t *testing.T) {
+	f := newFixture(t)
+	b := newBrowser(t)
+	b.do(t, chromedp.Navigate(f.base+"/runs/r1/events?token="+f.token),
+		ready(`document.getElementById("live").textContent === "live"`))
+	ctx := context.Background()
+	for i := range 6 {
+		if i == 2 || i == 4 {
+			f.srv.CloseClientConnections()
+		}
+		_, err := f.run.Send(ctx, run.SendOptions{Kind: events.KindReport, Task: "t3", From: "wt3", Body: "report " + itoa(int64(i))})
+		must(t, err)
+	}
+	last := f.lastSeq(t)
+	b.do(t, ready(`document.querySelector("#log tr:last-child").dataset.seq === "`+itoa(last)+`"`))
+	seqs := value(t, b, chromedp.Evaluate[[]int64](`Array.from(document.querySelectorAll("#log tr")).map(r => Number(r.dataset.seq))`))
+	for i, s := range seqs {
+		if s != int64(i)+1 {
+			t.Fatalf("the event log after reconnecting lists seqs %v; want 1 … %d, each once", seqs, last)
+		}
+	}
+	if int64(len(seqs)) != last {
+		t.Fatalf("%d rows, want %d", len(seqs), last)
+	}
+}
