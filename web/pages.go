@@ -344,9 +344,12 @@ func dedupe(list []string) []string {
 	return out
 }
 
-// timeline is the timeline page: a lane per task.
+// timeline is the timeline page: a lane per task, on the axis from
+// From to To (the run's creation to its end, or to now).
 type timeline struct {
-	Lanes []lane
+	Lanes    []lane
+	From, To string
+	Span     string // To - From, for people
 }
 
 // timelinePage draws a lane per task over the run's time. It streams
@@ -362,5 +365,10 @@ func (s *Server) timelinePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, "timeline", &page{Title: "Timeline · " + rn.ID(), Run: rn.ID(), Tab: "timeline", Stream: liveURL(rn), Seq: rep.Seq, Damage: errText(rep.Err()), Data: &timeline{Lanes: lanes(rep)}})
+	s.render(w, r, "timeline", &page{Title: "Timeline · " + rn.ID(), Run: rn.ID(), Tab: "timeline", Stream: liveURL(rn), Seq: rep.Seq, Damage: errText(rep.Err()), Data: timelineOf(rep)})
+}
+
+func timelineOf(rep *report.Report) *timeline {
+	from, to := axis(rep)
+	return &timeline{Lanes: lanes(rep), From: from.UTC().Format(events.TimeLayout), To: to.UTC().Format(events.TimeLayout), Span: dur(to.Sub(from).Seconds())}
 }

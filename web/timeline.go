@@ -37,14 +37,20 @@ type mark struct {
 	Title string
 }
 
+// axis is the time the lanes of rep span: from the run's creation to
+// its end, or to the report's time while tasks are open.
+func axis(rep *report.Report) (from, to time.Time) {
+	to = rep.At.Time
+	if rep.Timings.EndedAt != nil {
+		to = rep.Timings.EndedAt.Time
+	}
+	return rep.Timings.CreatedAt.Time, to
+}
+
 // lanes places the tasks of rep on one time axis, from the run's
 // creation to its end (or to the report's time while tasks are open).
 func lanes(rep *report.Report) []lane {
-	start := rep.Timings.CreatedAt.Time
-	end := rep.At.Time
-	if rep.Timings.EndedAt != nil {
-		end = rep.Timings.EndedAt.Time
-	}
+	start, end := axis(rep)
 	total := end.Sub(start)
 	if total <= 0 {
 		total = time.Millisecond
