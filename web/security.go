@@ -14,8 +14,10 @@ import (
 	"strings"
 )
 
-// cookieName is the cookie that holds the token after the first request.
-const cookieName = "crew_token"
+// cookiePrefix begins the name of the cookie that holds the token after
+// the first request: crew_token_PORT. Browsers keep cookies by host, not
+// by port, so two servers on one machine need cookies of their own.
+const cookiePrefix = "crew_token_"
 
 // contentPolicy is every response's Content-Security-Policy: scripts,
 // styles and fetches from the server itself only, no inline script or
@@ -27,15 +29,19 @@ const contentPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; 
 // the token (URL, then cookie) and, for a request that changes state,
 // the Origin and the CSRF token.
 type guard struct {
-	token string          // the secret in the URL crew serve prints, hex
-	csrf  string          // the CSRF token forms carry: HMAC-SHA256(token, "csrf"), hex
-	hosts map[string]bool // Host header values accepted, lower case
+	token  string          // the secret in the URL crew serve prints, hex
+	cookie string          // the cookie's name
+	csrf   string          // the CSRF token forms carry: HMAC-SHA256(token, "csrf"), hex
+	hosts  map[string]bool // Host header values accepted, lower case
 }
 
 func newGuard(token string, hosts []string) *guard {
 	mac := hmac.New(sha256.New, []byte(token))
 	mac.Write([]byte("csrf"))
-	g := &guard{token: token, csrf: hex.EncodeToString(mac.Sum(nil)), hosts: map[string]bool{}}
+	g := &guard{token: token, csrf: hex.EncodeToString(mac.Sum(nil)), hosts: map[string]bool{}, cookie: cookiePrefix}
+	if _, port, err := net.SplitHostPort(hosts[0]); err == nil {
+		g.cookie += port
+	}
 	for _, h := range hosts {
 		g.hosts[strings.ToLower(h)] = true
 	}
@@ -71,7 +77,7 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 			g.login(w, r, t)
 			return
 		}
-		c, err := r.Cookie(cookieName)
+		c, err := r.Cookie(g.cookie)
 		if err != nil || !same(c.Value, g.token) {
 			refuse(w, http.StatusUnauthorized, "crew serve: no valid token; open the URL crew serve printed (it carries the token)")
 			return
@@ -93,7 +99,7 @@ func (g *guard) login(w http.ResponseWriter, r *http.Request, t string) {
 		refuse(w, http.StatusUnauthorized, "crew serve: wrong token; open the URL crew serve printed")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	u := *r.URL
 	q := u.Query()
 	q.Del("token")

@@ -120,7 +120,7 @@ func TestLoginSetsAStrictHttpOnlyCookie(t *testing.T) {
 		t.Fatalf("got %s to %q; want 303 to the same page without the token", resp.Status, resp.Header.Get("Location"))
 	}
 	cookies := resp.Cookies()
-	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Value != f.token {
+	if len(cookies) != 1 || cookies[0].Name != "crew_token_"+f.base[strings.LastIndex(f.base, ":")+1:] || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Value != f.token {
 		t.Fatalf("cookies %+v; want one HttpOnly SameSite=Strict cookie holding the token", cookies)
 	}
 }
@@ -134,7 +134,7 @@ func TestRequestsWithoutTheTokenAreRefused(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest("GET", f.base+"/", nil)
-	req.AddCookie(&http.Cookie{Name: "crew_token", Value: web.NewToken()})
+	req.AddCookie(&http.Cookie{Name: "crew_token_" + f.base[strings.LastIndex(f.base, ":")+1:], Value: web.NewToken()})
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	resp.Body.Close()
