@@ -423,3 +423,20 @@ func TestTimelineDrawsSpansAndMarks(t *testing.T) {
 		t.Errorf("the thread of t1 does not draw its lane alone")
 	}
 }
+
+// TestActionsReturnOnlyToThisServer: the page an action returns to is a
+// path of this server, never another site.
+func TestActionsReturnOnlyToThisServer(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t)
+	for _, b := range []string{"//evil.example/x", "https://evil.example/", "/\\evil.example", "runs/r1/", "/runs/r1/tasks/t1?x=1"} {
+		resp := post(t, c, f, "/runs/r1/tasks/t1/nudge", f.base, url.Values{"csrf": {f.web.CSRF()}, "back": {b}})
+		if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/runs/r1/?flash=") {
+			t.Errorf("back %q: redirected to %q; want the run's board", b, loc)
+		}
+	}
+	resp := post(t, c, f, "/runs/r1/tasks/t1/nudge", f.base, url.Values{"csrf": {f.web.CSRF()}, "back": {"/runs/r1/tasks/t1"}})
+	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/runs/r1/tasks/t1?flash=") {
+		t.Errorf("back to the thread: redirected to %q", loc)
+	}
+}
