@@ -148,7 +148,7 @@ func commands() []*cli.Command {
 		{initCommand(), runCommand(), taskCommand()},
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
-		{mailCommand(), watchCommand(), repairCommand(), versionCommand()},
+		{mailCommand(), watchCommand(), serveCommand(), repairCommand(), versionCommand()},
 		{mcpCommand(), hookCommand(), setupCommand(), completionCommand()},
 	} {
 		all = append(all, group...)

@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,nats (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,ui,nats (for work on one figure)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -155,6 +155,12 @@ type result struct {
 	SeenP99ms     float64 `json:"seen_p99_ms"`
 	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
 	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
+
+	// The dashboard (ui.go): crew serve's pages.
+	UIUpdateP50ms float64 `json:"ui_update_p50_ms"`
+	UIUpdateP99ms float64 `json:"ui_update_p99_ms"`
+	UIBoardMs     float64 `json:"ui_board_ms"`
+	UIBoardEvents int64   `json:"ui_board_events"` // events in the run of ui_board_ms
 }
 
 // step prints progress on stderr.
@@ -284,9 +290,10 @@ func bench(c config) error {
 		)
 	}
 
+	var big *large // the large run, for ui_board_ms
 	if c.runs("large") {
 		step("generating a run of %d events through the library", c.events)
-		big, err := largeRun(tmp, c)
+		big, err = largeRun(tmp, c)
 		if err != nil {
 			return err
 		}
@@ -344,6 +351,12 @@ func bench(c config) error {
 			row{"seen_ms", fmt.Sprintf("steer sent → in the answer of the next `crew hook claude PostToolUse` of a loop calling it every %s: p50 / p99", seenPeriod), f2(res.SeenP50ms) + " / " + f2(res.SeenP99ms), fmt.Sprintf("≤ %d (one loop period)", seenPeriod.Milliseconds()), fmt.Sprintf("%d steers", seen)},
 			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
 		)
+	}
+
+	if c.runs("ui") {
+		if rows, err = benchUI(tmp, c, big, &res, rows); err != nil {
+			return err
+		}
 	}
 
 	if c.runs("nats") {
