@@ -1,13 +1,13 @@
 //go:build crew_lite
 
 // The lite build (make build's bin/crew: go build -tags crew_lite): every
-// command on runs under a .crew directory, without the NATS client and
-// the MCP SDK, whose packages a process would otherwise load and
-// initialise on every start (about a sixth of a short command's CPU
-// time). A command that needs them, crew mcp or any command given a
-// --store (CREW_STORE), hands its process over to the full build,
-// crew-full, before doing anything: the same arguments, environment and
-// standard streams (execve(2)).
+// command on runs under a .crew directory, without the NATS client, the
+// MCP SDK and the HTTP server, whose packages a process would otherwise
+// load and initialise on every start (about a sixth of a short command's
+// CPU time). A command that needs them, crew mcp, crew serve or any
+// command given a --store (CREW_STORE), hands its process over to the
+// full build, crew-full, before doing anything: the same arguments,
+// environment and standard streams (execve(2)).
 
 package main
 
@@ -81,6 +81,9 @@ func fullPath() (string, error) {
 
 // serveMCP: crew mcp is served by crew-full.
 func serveMCP(*cli.Context) error { return handOver() }
+
+// serve: crew serve (the dashboard) is served by crew-full.
+func serve(*cli.Context) error { return handOver() }
 
 // remoteRoot: a --store is served by crew-full (handOverIfNeeded has
 // handed such a command over before it got here).

@@ -8,6 +8,7 @@ package main
 // them, and driven as a user would.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -49,7 +50,8 @@ func TestLiteBuildLinksNoNATSNorMCP(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if strings.Contains(pkg, "nats") || strings.Contains(pkg, "modelcontextprotocol") || pkg == "github.com/crew-dev/crew/mcpserver" {
+		if strings.Contains(pkg, "nats") || strings.Contains(pkg, "modelcontextprotocol") || pkg == "github.com/crew-dev/crew/mcpserver" ||
+			pkg == "net/http" || pkg == "github.com/crew-dev/crew/web" {
 			t.Errorf("the lite build links %s", pkg)
 		}
 	}
@@ -87,6 +89,22 @@ func TestLiteBuildHandsOver(t *testing.T) {
 	}
 	if out, stderr, code := crew([]string{"CREW_DIR=", "CREW_STORE=" + url}, "run", "list"); code != 0 || !strings.HasPrefix(out, "r1 ") {
 		t.Fatalf("run list with CREW_STORE: exit %d, %q, %s", code, out, stderr)
+	}
+	// crew serve: crew-full serves the dashboard; its first line is the URL.
+	serve := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	serve.Dir, serve.Env = dir, env
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	serve.Process.Kill()
+	serve.Wait()
+	if err != nil || !strings.HasPrefix(line, "http://127.0.0.1:") || !strings.Contains(line, "token=") {
+		t.Fatalf("crew serve through the lite build printed %q (%v)", line, err)
 	}
 	// crew mcp: a real client talks to crew-full through the lite binary.
 	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
