@@ -146,7 +146,7 @@ func runShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := r.TaskState()
+	st, live, err := e.tasksAlive(r)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func runShow(c *cli.Context) error {
 	}
 	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
 		m.ID, human.Line(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
-	printTasks(e, st.TaskList())
+	printTasks(e, st.TaskList(), live)
 	return st.Err()
 }
 
