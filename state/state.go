@@ -69,8 +69,8 @@ type Task struct {
 	NudgedAt *events.Time `json:"nudgedAt,omitempty"`
 	// Workers are the attempts of its supervised worker processes (crew
 	// spawn), oldest first.
-	Workers []Worker `json:"workers,omitempty"`
-	CreatedSeq  int64       `json:"createdSeq"`  // seq of its task.created event: the order tasks were added in
+	Workers    []Worker `json:"workers,omitempty"`
+	CreatedSeq int64    `json:"createdSeq"` // seq of its task.created event: the order tasks were added in
 }
 
 // Open is a message not yet acknowledged or rejected, as tracked in the
