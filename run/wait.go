@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/crew-dev/crew"
@@ -189,14 +190,18 @@ func ended(st *state.State) error {
 	if !allEnded(st) {
 		return nil
 	}
-	failed := 0
-	for _, t := range st.Tasks {
+	var failed []string
+	for _, t := range st.TaskList() {
 		if t.Status != task.Completed {
-			failed++
+			why, _, _ := strings.Cut(t.Reason, "\n")
+			if why != "" {
+				why = " (" + why + ")"
+			}
+			failed = append(failed, fmt.Sprintf("%s %s%s", t.ID, t.Status, why))
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %s did not complete: %w", failed, human.Count(len(st.Tasks), "task"), crew.ErrIncomplete)
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %s did not complete: %s: %w", len(failed), human.Count(len(st.Tasks), "task"), strings.Join(failed, "; "), crew.ErrIncomplete)
 	}
 	return nil
 }

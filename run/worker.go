@@ -295,7 +295,7 @@ func (r *Run) recordExit(ctx context.Context, id string, x *state.WorkerExit, re
 }
 
 // tailReason is the end of a worker's output as a reason quotes it:
-// "; its output ended with:\n…", or "" for no output.
+// "\nits output ended with:\n…" (so a reason's first line says what happened), or "" for no output.
 func tailReason(tail string) string {
 	tail = strings.TrimRight(tail, "\n")
 	if tail == "" {
@@ -306,7 +306,7 @@ func tailReason(tail string) string {
 		b.Write([]byte(tail))
 		tail = "…" + b.String()
 	}
-	return "; its output ended with:\n" + tail
+	return "\nits output ended with:\n" + tail
 }
 
 // tailOf returns the last max bytes of the file at path after offset

@@ -136,7 +136,11 @@ func (e *env) reader() (*run.Run, string, error) {
 		return nil, "", err
 	}
 	if id := e.c.String("task"); id != "" {
-		return r, id, crew.ValidateID("task", id)
+		if err := crew.ValidateID("task", id); err != nil {
+			return nil, "", err
+		}
+		r.Alive(id) // a worker reading is a sign of its life (docs/concepts.md, Liveness)
+		return r, id, nil
 	}
 	return r, run.Leader, nil
 }
@@ -165,6 +169,7 @@ func (e *env) workerMessage() (*run.Run, run.SendOptions, error) {
 	if err != nil {
 		return nil, msg, err
 	}
+	r.Alive(id)
 	return r, run.SendOptions{Task: id, From: from, Body: body, Priority: e.c.String("priority")}, nil
 }
 

@@ -117,7 +117,7 @@ func pendingCommand() *cli.Command {
 		Usage: "what is open for you: for the leader, waiting tasks and urgent reports; for a worker (--task), its unacknowledged messages",
 		UsageText: "crew pending\ncrew pending --task t1 --json\n" +
 			"crew pending --json | jq -r 'select(.kind==\"waiting\") | .task.id'",
-		Flags:  []cli.Flag{runFlag, taskFlag},
+		Flags:  []cli.Flag{runFlag, taskFlag, quietAfterFlag},
 		Action: pending,
 	}
 }
@@ -139,14 +139,45 @@ func pending(c *cli.Context) error {
 			return err
 		}
 	}
+	lifeless := 0
+	if who == run.Leader {
+		if lifeless, err = e.pendingLiveness(r); err != nil {
+			return err
+		}
+	}
 	for i := range p.Messages {
 		m := &p.Messages[i]
 		if err := e.emit(map[string]any{"kind": "message", "message": m}, messageText(m)); err != nil {
 			return err
 		}
 	}
-	if perr == nil && len(p.Waiting) == 0 && len(p.Messages) == 0 && !e.json {
+	if perr == nil && len(p.Waiting) == 0 && len(p.Messages) == 0 && lifeless == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
 	return perr
+}
+
+// pendingLiveness lists, for the leader's crew pending, the tasks whose
+// worker is quiet, then those whose worker is dead (docs/reading.md,
+// Pending), and returns how many it listed.
+func (e *env) pendingLiveness(r *run.Run) (int, error) {
+	st, live, err := e.tasksAlive(r)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, want := range []string{run.LiveQuiet, run.LiveDead} {
+		for _, t := range st.TaskList() {
+			l := live[t.ID]
+			if l == nil || l.State != want {
+				continue
+			}
+			n++
+			rec := map[string]any{"kind": l.State, "task": t, "liveness": l}
+			if err := e.emit(rec, fmt.Sprintf("%s is %s", t.ID, livenessText(l))); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
 }

@@ -170,7 +170,7 @@ func runWaitCommand() *cli.Command {
 		UsageText: "crew run wait r1 --timeout 30m\n" +
 			"crew run wait && echo all done",
 		ArgsUsage: "[RUN]",
-		Flags: []cli.Flag{runFlag,
+		Flags: []cli.Flag{runFlag, quietAfterFlag, nudgeAfterFlag,
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
 		},
 		Action: runWait,
@@ -188,8 +188,13 @@ func runWait(c *cli.Context) error {
 		return err
 	}
 	defer cancel()
+	o, err := e.waitOptions()
+	if err != nil {
+		return err
+	}
 	p := newProgress(e, r)
-	err = r.WaitRun(ctx, p.show)
+	o.Progress = p.show
+	err = r.WaitRunWith(ctx, o)
 	if p.tty {
 		fmt.Fprintln(e.stderr)
 	}
@@ -226,8 +231,27 @@ func newProgress(e *env, r *run.Run) *progress {
 	return p
 }
 
-// show is run.WaitRun's callback: it prints the progress of st.
-func (p *progress) show(st *state.State) {
+// waitOptions reads --quiet-after and --nudge-after (run wait, watch).
+func (e *env) waitOptions() (run.WaitOptions, error) {
+	var o run.WaitOptions
+	var err error
+	if o.QuietAfter, err = e.quietAfter(); err != nil {
+		return o, err
+	}
+	if s := e.c.String("nudge-after"); s != "" {
+		if o.NudgeAfter, err = duration(s); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// nudgeAfterFlag is the --nudge-after of run wait and watch.
+var nudgeAfterFlag = &cli.StringFlag{Name: "nudge-after", Usage: "nudge a running task whose worker shows no sign of life for `DURATION`, once per quiet spell"}
+
+// show is run.WaitRunWith's callback: it prints the progress of st and
+// live.
+func (p *progress) show(st *state.State, live map[string]*run.Liveness) {
 	if key := waitingKey(st); key != p.key {
 		// Read the questions' bodies only when the open ones change.
 		p.waiting, p.key = nil, key
@@ -237,7 +261,7 @@ func (p *progress) show(st *state.State) {
 			}
 		}
 	}
-	line := progressLine(st, p.waiting)
+	line := progressLine(st, p.waiting) + livenessLine(st, live)
 	switch {
 	case p.tty:
 		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(human.Escape(line), p.width))
@@ -262,6 +286,24 @@ func progressLine(st *state.State, waiting []run.Waiting) string {
 		line += fmt.Sprintf(": %s asks %q", w.Task.ID, shorten(strings.Join(strings.Fields(w.Question.Body), " "), 60))
 		if len(waiting) > 1 {
 			line += fmt.Sprintf(" (+%d more)", len(waiting)-1)
+		}
+	}
+	return line
+}
+
+// livenessLine names the tasks that are quiet or dead: " · quiet: t3 ·
+// dead: t4", or "".
+func livenessLine(st *state.State, live map[string]*run.Liveness) string {
+	var line string
+	for _, state := range []string{run.LiveQuiet, run.LiveDead} {
+		var ids []string
+		for _, t := range st.TaskList() {
+			if l := live[t.ID]; l != nil && l.State == state {
+				ids = append(ids, t.ID)
+			}
+		}
+		if len(ids) > 0 {
+			line += fmt.Sprintf(" · %s: %s", state, strings.Join(ids, ", "))
 		}
 	}
 	return line
