@@ -51,7 +51,19 @@ func (r *Run) Await(ctx context.Context, questionID string) (*events.Message, er
 	return r.awaitFrom(ctx, q)
 }
 
+// awaitFrom is Await for question q. A question asked with a deadline
+// (state.Ask) is waited for until then at most: once it has passed, the
+// question is answered by its default, or times out without one
+// (askTimedOut), whoever awaits it and whenever (a worker that restarts
+// after the deadline gets the default at once).
 func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message, error) {
+	a := state.AskOf(q)
+	wctx := ctx
+	if a != nil {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, a.Deadline.Time)
+		defer cancel()
+	}
 	w := r.Watch()
 	defer w.Close()
 	for {
@@ -61,7 +73,14 @@ func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message
 		if err != nil || m != nil {
 			return m, err
 		}
-		if err := w.Wait(ctx); err != nil {
+		if a != nil && !time.Now().Before(a.Deadline.Time) {
+			m, err := r.askTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, q.From, a.Default)
+			if err == nil && m == nil {
+				err = fmt.Errorf("question %s timed out unanswered at its deadline, %s: %w", q.ID, a.Deadline, crew.ErrTimeout)
+			}
+			return m, err
+		}
+		if err := w.Wait(wctx); err != nil && ctx.Err() != nil {
 			return nil, ctxErr(err, "waiting for a response to "+q.ID)
 		}
 	}

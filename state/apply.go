@@ -119,7 +119,9 @@ func (s *State) transition(t *Task, e *events.Event, effects []Effect) []Effect 
 		effects = append(effects, Effect{Seq: e.Seq, Agent: s.Leader,
 			Seen: []Copy{{ID: t.Question, From: t.QuestionFrom, SentAt: *t.QuestionAt}}})
 	}
-	delete(s.Open, t.Question)
+	if DefaultOf(e) == nil {
+		delete(s.Open, t.Question) // (answered by default, it stays open for the leader: MessageUpdates)
+	}
 	t.Question, t.QuestionFrom, t.QuestionAt, t.ClosedSeq = "", "", nil, e.Seq
 	return effects
 }
