@@ -56,6 +56,9 @@ type Task struct {
 	Result string `json:"result,omitempty"`
 	// Check is the done-when check its completion passed.
 	Check *state.Check `json:"check,omitempty"`
+	// AnsweredByDefault counts its questions whose deadline passed
+	// unanswered, so that its worker went on with their default answer.
+	AnsweredByDefault int `json:"answeredByDefault,omitempty"`
 }
 
 // Message is a message of the run with its current status (Status,
@@ -185,6 +188,9 @@ func (f *folder) fold(e *events.Event) {
 	}
 	if t := f.byID[e.Task]; t != nil && e.To != "" {
 		f.transition(t, e)
+		if state.DefaultOf(e) != nil {
+			t.AnsweredByDefault++
+		}
 	}
 }
 

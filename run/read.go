@@ -305,6 +305,11 @@ type Pending struct {
 	// Waiting: for the leader, the waiting tasks with their open
 	// questions, oldest question first.
 	Waiting []Waiting `json:"waiting,omitempty"`
+	// AnsweredByDefault: for the leader, the questions whose deadline
+	// passed unanswered, so that their worker went on with the default
+	// answer they carried (state.Ask), until the leader acknowledges them;
+	// oldest first.
+	AnsweredByDefault []Waiting `json:"answeredByDefault,omitempty"`
 	// Messages: for the leader, unacknowledged urgent reports; for a task,
 	// its messages not yet acknowledged, urgent first, then oldest first.
 	Messages []events.Message `json:"messages,omitempty"`
@@ -346,11 +351,23 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 		for _, m := range msgs {
 			p.Waiting = append(p.Waiting, Waiting{Task: byQ[m.ID], Question: m})
 		}
-		var urgent []*state.Open
+		var urgent, defaulted []*state.Open
 		for _, o := range st.OpenFor(Leader) {
-			if o.Kind == events.KindReport && o.Priority == "urgent" {
+			switch {
+			case o.Kind == events.KindReport && o.Priority == "urgent":
 				urgent = append(urgent, o)
+			case o.Kind == events.KindQuestion && byQ[o.ID] == nil:
+				// An open question no task waits on: answered by default
+				// (a response or a task's end closes the others).
+				defaulted = append(defaulted, o)
 			}
+		}
+		msgs, err = r.bodies(defaulted)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			p.AnsweredByDefault = append(p.AnsweredByDefault, Waiting{Task: st.Tasks[m.Task], Question: m})
 		}
 		if p.Messages, err = r.bodies(urgent); err != nil {
 			return nil, err

@@ -129,18 +129,23 @@ func eventText(ev *events.Event) string {
 	if len(ev.MessageIDs) > 0 {
 		fmt.Fprintf(&b, "  %s", human.Count(len(ev.MessageIDs), "message"))
 	}
-	b.WriteString(workerText(ev))
+	b.WriteString(detailText(ev))
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))
 	}
 	return b.String()
 }
 
-// workerText is what eventText adds for worker.started ("  attempt 1
-// pid 42 on host: cmd") and worker.exited ("  attempt 1 pid 42 exited
-// with status 2"), and "" for other events.
-func workerText(ev *events.Event) string {
+// detailText is what eventText adds for worker.started ("  attempt 1
+// pid 42 on host: cmd"), worker.exited ("  attempt 1 pid 42 exited with
+// status 2") and a task.ask_timed_out that answered by default
+// ("  answered by default \"…\""), and "" for other events.
+func detailText(ev *events.Event) string {
 	switch ev.Type {
+	case events.TaskAskTimedOut:
+		if def := state.DefaultOf(ev); def != nil {
+			return fmt.Sprintf("  answered by default %q", shorten(*def, 60))
+		}
 	case events.WorkerStarted:
 		var w state.Worker
 		if json.Unmarshal(ev.Data, &w) == nil {

@@ -7,12 +7,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
 )
 
@@ -135,6 +137,18 @@ func pending(c *cli.Context) error {
 	for _, w := range p.Waiting {
 		rec := map[string]any{"kind": "waiting", "task": w.Task, "question": w.Question}
 		human := fmt.Sprintf("%s waits since %s: %s\n    question %s", w.Task.ID, w.Question.SentAt, indent(w.Question.Body, "    "), w.Question.ID)
+		if a := state.AskOf(&w.Question); a != nil {
+			rec["deadline"] = a
+			human += deadlineText(a)
+		}
+		if err := e.emit(rec, human); err != nil {
+			return err
+		}
+	}
+	for _, w := range p.AnsweredByDefault {
+		rec := map[string]any{"kind": "answered_by_default", "task": w.Task, "question": w.Question, "deadline": state.AskOf(&w.Question)}
+		human := fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
+			w.Question.Task, indent(defaultOf(&w.Question), "    "), w.Question.ID, indent(w.Question.Body, "    "), w.Question.ID)
 		if err := e.emit(rec, human); err != nil {
 			return err
 		}
@@ -151,7 +165,7 @@ func pending(c *cli.Context) error {
 			return err
 		}
 	}
-	if perr == nil && len(p.Waiting) == 0 && len(p.Messages) == 0 && lifeless == 0 && !e.json {
+	if perr == nil && len(p.Waiting) == 0 && len(p.AnsweredByDefault) == 0 && len(p.Messages) == 0 && lifeless == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
 	return perr
@@ -180,4 +194,26 @@ func (e *env) pendingLiveness(r *run.Run) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// deadlineText says how long a waiting question has left, and what
+// happens then: "\n    deadline in 4m10s, then the default answer: …".
+func deadlineText(a *state.Ask) string {
+	left := time.Until(a.Deadline.Time).Truncate(time.Second)
+	when := fmt.Sprintf("deadline in %s (%s)", left, a.Deadline)
+	if left <= 0 {
+		when = fmt.Sprintf("deadline passed at %s", a.Deadline)
+	}
+	if a.Default == nil {
+		return "\n    " + when + ", then it times out unanswered"
+	}
+	return "\n    " + when + ", then the default answer: " + indent(*a.Default, "    ")
+}
+
+// defaultOf is the default answer question m carried.
+func defaultOf(m *events.Message) string {
+	if a := state.AskOf(m); a != nil && a.Default != nil {
+		return *a.Default
+	}
+	return ""
 }
