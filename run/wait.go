@@ -178,7 +178,7 @@ func (r *Run) WaitRunWith(ctx context.Context, o WaitOptions) error {
 		if err := ended(st); err != nil || allEnded(st) {
 			return err
 		}
-		if err := r.nudgeQuiet(ctx, st, live, o.NudgeAfter); err != nil {
+		if _, err := r.NudgeQuiet(ctx, st, live, o.NudgeAfter); err != nil {
 			return err
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -225,12 +225,15 @@ func ended(st *state.State) error {
 	return nil
 }
 
-// nudgeQuiet nudges each running task of st whose worker has shown no
-// sign of life for after (when positive) and has not been nudged since
-// its last one.
-func (r *Run) nudgeQuiet(ctx context.Context, st *state.State, live map[string]*Liveness, after time.Duration) error {
+// NudgeQuiet nudges, as the leader, each running task of st whose
+// worker has shown no sign of life for after (when positive; live is
+// Liveness of st) and has not been nudged since its last one: once per
+// quiet spell, however often it is called (state.Task.NudgedAt, in the
+// log, remembers). It returns how many it nudged.
+func (r *Run) NudgeQuiet(ctx context.Context, st *state.State, live map[string]*Liveness, after time.Duration) (int, error) {
+	n := 0
 	if after <= 0 {
-		return nil
+		return n, nil
 	}
 	for _, t := range st.TaskList() {
 		l := live[t.ID]
@@ -241,9 +244,12 @@ func (r *Run) nudgeQuiet(ctx context.Context, st *state.State, live map[string]*
 			continue // nudged in this quiet spell already
 		}
 		_, err := r.Send(ctx, SendOptions{Kind: events.KindNudge, Task: t.ID, From: r.Manifest.Leader})
-		if err != nil && !errors.Is(err, crew.ErrConflict) { // (it ended meanwhile)
-			return err
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, crew.ErrConflict): // (conflict: it ended meanwhile)
+			return n, err
 		}
 	}
-	return nil
+	return n, nil
 }

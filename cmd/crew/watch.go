@@ -20,6 +20,7 @@ import (
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
 )
 
 func watchCommand() *cli.Command {
@@ -37,6 +38,7 @@ func watchCommand() *cli.Command {
 			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (sh -c); a failing CMD is reported and watching goes on"},
 			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages", DefaultText: "follow until interrupted"},
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m) with exit 5, unless --count messages came first", DefaultText: "none"},
+			nudgeAfterFlag, quietAfterFlag,
 		},
 		Action: watch,
 	}
@@ -85,15 +87,48 @@ func watch(c *cli.Context) error {
 	defer cur.Close()
 	w := r.Watch()
 	defer w.Close()
+	o, err := e.waitOptions()
+	if err != nil {
+		return err
+	}
 	wait := func() error {
+		if o.NudgeAfter > 0 {
+			return e.nudgeWait(ctx, r, w, o)
+		}
 		err := w.Wait(ctx)
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
+			return e.watchTimedOut()
 		}
 		return err
 	}
 	_, err = e.eachEvent(cur, wait, e.deliver(ctx, f))
 	return err
+}
+
+// nudgeWait is crew watch's wait with --nudge-after: it waits for the
+// log to grow, a second at most, then nudges the tasks that are quiet
+// for longer (run.NudgeQuiet).
+func (e *env) nudgeWait(ctx context.Context, r *run.Run, w store.Waiter, o run.WaitOptions) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	w.Wait(wctx)
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return e.watchTimedOut()
+		}
+		return err
+	}
+	st, live, err := r.TasksAlive(ctx, o.QuietAfter)
+	if err != nil {
+		return err
+	}
+	_, err = r.NudgeQuiet(ctx, st, live, o.NudgeAfter)
+	return err
+}
+
+// watchTimedOut is crew watch's error at its --timeout.
+func (e *env) watchTimedOut() error {
+	return fmt.Errorf("watch: no more messages within --timeout %s: %w", e.c.String("timeout"), crew.ErrTimeout)
 }
 
 // deliver returns crew watch's callback for eachEvent: it prints each
