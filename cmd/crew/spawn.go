@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/proc"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -296,5 +297,8 @@ func heartbeat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.Heartbeat(id)
+	if err := r.Heartbeat(id); err != nil {
+		return err
+	}
+	return e.emit(map[string]any{"task": id, "heartbeat": events.Now()}, "")
 }
