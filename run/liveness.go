@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
@@ -119,19 +118,14 @@ func (r *Run) heartbeat(id string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, id+".alive")
-	now := time.Now()
-	err = os.Chtimes(path, now, now)
+	err = touch(filepath.Join(dir, id+".alive"), time.Now())
 	if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if dir, err = r.workersDir(true); err != nil {
 		return err
 	}
-	f, err := fsys.OpenNoFollow(filepath.Join(dir, id+".alive"), os.O_WRONLY|os.O_CREATE, r.perm().File)
-	if errors.Is(err, os.ErrExist) {
-		return os.Chtimes(path, now, now) // made meanwhile by another heartbeat
-	}
+	f, err := r.createFile(filepath.Join(dir, id+".alive"))
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func (r *Run) attempt(ctx context.Context, o SpawnOptions, more bool) (*state.Wo
 	if err != nil {
 		return nil, err
 	}
-	out, err := fsys.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, r.perm().File)
+	out, err := r.createFile(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -363,11 +363,32 @@ func (r *Run) workersDir(make bool) (string, error) {
 	}
 	dir := filepath.Join(base, "workers")
 	if make {
-		if err := fsys.Mkdir(dir, r.perm().Dir); err != nil && !errors.Is(err, os.ErrExist) {
+		err := fsys.Mkdir(dir, r.perm().Dir)
+		if err == nil {
+			err = os.Chmod(dir, r.perm().Dir) // the documented mode, whatever the umask (docs/files.md, Permissions)
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) {
 			return "", err
 		}
 	}
 	return dir, nil
+}
+
+// createFile opens the file at path for appending, creating it with the
+// run's file mode (set exactly, whatever the umask) when missing, and
+// never through a symbolic link (fsys.OpenNoFollow).
+func (r *Run) createFile(path string) (*os.File, error) {
+	f, err := fsys.OpenNoFollow(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, r.perm().File)
+	if errors.Is(err, os.ErrExist) { // made meanwhile by another process
+		f, err = fsys.OpenNoFollow(path, os.O_WRONLY|os.O_APPEND, r.perm().File)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != r.perm().File.Perm() {
+		f.Chmod(r.perm().File)
+	}
+	return f, nil
 }
 
 // perm is the modes the run's files are created with.

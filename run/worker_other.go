@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // groupLeader does nothing here: there are no process groups.
@@ -16,3 +17,6 @@ func stopGroup(cmd *exec.Cmd, _ syscall.Signal) { cmd.Process.Kill() }
 
 // signalOf is "" here: a process only exits.
 func signalOf(*os.ProcessState) string { return "" }
+
+// touch sets the modification time of the file at path to t.
+func touch(path string, t time.Time) error { return os.Chtimes(path, t, t) }

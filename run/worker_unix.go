@@ -6,6 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // groupLeader makes cmd the leader of a new process group, so that the
@@ -31,4 +34,17 @@ func signalOf(ps *os.ProcessState) string {
 		return ws.Signal().String()
 	}
 	return ""
+}
+
+// touch sets the modification (and access) time of the file at path to
+// t without following a symbolic link there (utimensat(2) with
+// AT_SYMLINK_NOFOLLOW): crew writes through no link (docs/files.md,
+// Permissions).
+func touch(path string, t time.Time) error {
+	ts := unix.NsecToTimespec(t.UnixNano())
+	err := unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return &os.PathError{Op: "utimensat", Path: path, Err: err}
+	}
+	return nil
 }
