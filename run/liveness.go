@@ -132,10 +132,21 @@ func (r *Run) heartbeat(id string) error {
 	return f.Close()
 }
 
-// Alive is Heartbeat for the commands a worker runs (inbox, pending,
-// the agent hook): best effort, an error is dropped, since the command
-// itself is what the worker wanted.
-func (r *Run) Alive(id string) { r.heartbeat(id) }
+// Alive is a heartbeat for the commands a worker runs (inbox, pending,
+// ack, the agent hook): best effort, an error is dropped, since the
+// command itself is what the worker wanted. Unless create, it only
+// touches a heartbeat file that exists (made by crew spawn, crew
+// heartbeat or the hook), so that a command that is refused, or that
+// reads only, creates no file (docs/guarantees.md).
+func (r *Run) Alive(id string, create bool) {
+	if create {
+		r.heartbeat(id)
+		return
+	}
+	if dir, err := r.workersDir(false); err == nil {
+		touch(filepath.Join(dir, id+".alive"), time.Now())
+	}
+}
 
 // TasksAlive reads the tasks after recording the deaths of lost workers
 // (Reap), with what each task that has not ended is doing (Liveness).

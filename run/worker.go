@@ -130,6 +130,7 @@ func (r *Run) attempt(ctx context.Context, o SpawnOptions, more bool) (*state.Wo
 		cmd.Wait()
 		return nil, err
 	}
+	r.heartbeat(t.ID) // its heartbeat file, which the worker's crew commands then touch (Alive)
 	if o.Started != nil {
 		o.Started(w)
 	}

@@ -139,7 +139,7 @@ func (e *env) reader() (*run.Run, string, error) {
 		if err := crew.ValidateID("task", id); err != nil {
 			return nil, "", err
 		}
-		r.Alive(id) // a worker reading is a sign of its life (docs/concepts.md, Liveness)
+		r.Alive(id, false) // a worker reading is a sign of its life (docs/concepts.md, Liveness)
 		return r, id, nil
 	}
 	return r, run.Leader, nil
@@ -169,7 +169,6 @@ func (e *env) workerMessage() (*run.Run, run.SendOptions, error) {
 	if err != nil {
 		return nil, msg, err
 	}
-	r.Alive(id)
 	return r, run.SendOptions{Task: id, From: from, Body: body, Priority: e.c.String("priority")}, nil
 }
 

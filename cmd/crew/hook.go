@@ -121,7 +121,7 @@ func answerClaudeHook(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r.Alive(id) // every hook call is a sign of the agent's life (docs/concepts.md, Liveness)
+	r.Alive(id, true) // every hook call is a sign of the agent's life (docs/concepts.md, Liveness)
 	h := &hook{ctx: c.Context, r: r, task: id, in: in}
 	var out *hookOutput
 	switch event {
