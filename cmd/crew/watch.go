@@ -169,7 +169,6 @@ func (e *env) alert(ctx context.Context, a *livenessAlerts, st *state.State, liv
 	return nil
 }
 
-
 // watchTimedOut is crew watch's error at its --timeout.
 func (e *env) watchTimedOut() error {
 	return fmt.Errorf("watch: no more messages within --timeout %s: %w", e.c.String("timeout"), crew.ErrTimeout)
