@@ -10,10 +10,15 @@ all: build
 # A static binary without urfave/cli's man-page generator: each crew
 # command is its own short process, and these halve its start-up time
 # (no dynamic loader, no markdown package to initialise).
-BUILDFLAGS := -tags urfave_cli_no_docs -ldflags "-X main.version=$(VERSION)"
+BUILDTAGS  := urfave_cli_no_docs
+BUILDFLAGS := -ldflags "-X main.version=$(VERSION)" -tags $(BUILDTAGS)
 
+# bin/crew is the lite build (-tags crew_lite: no NATS client, no MCP
+# SDK to load on each start); it hands crew mcp and --store commands to
+# bin/crew-full, the build with everything (cmd/crew/crew_lite.go).
 build:
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN) ./cmd/crew
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN)-full ./cmd/crew
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS),crew_lite -o $(BIN) ./cmd/crew
 
 # A leader and three real worker processes coordinate a run on the Go
 # module in testdata/demo, in a fresh temporary directory.

@@ -11,8 +11,9 @@
 // defaults and the printed records are the command's, not a copy of
 // them. What this package adds is what only MCP has: input schemas,
 // descriptions, the JSON lines gathered into one object, errors as tool
-// results (isError) naming the exit-code class, and progress
-// notifications while crew_ask waits.
+// results (isError) naming the exit-code class, progress notifications
+// while crew_ask waits, and two resources (crew://inbox, crew://pending)
+// whose subscribers hear when they change (Server.Changed).
 //
 // Protocol and SDK: https://modelcontextprotocol.io/specification and
 // github.com/modelcontextprotocol/go-sdk (mcp.AddTool: schemas from the
@@ -57,6 +58,10 @@ type Options struct {
 	Exec Exec
 	// Version is reported to clients in the initialize result.
 	Version string
+	// Task is the task the server acts for (its --task or CREW_TASK), ""
+	// for a leader's server: a worker's server lists the crew://inbox
+	// resource.
+	Task string
 	// ProgressEvery is the interval of the progress notifications
 	// crew_ask sends while it waits (default 5 s: clients that give up on
 	// a call idle for 10 s or more keep waiting).
@@ -66,17 +71,32 @@ type Options struct {
 // DefaultProgressEvery is Options.ProgressEvery's default.
 const DefaultProgressEvery = 5 * time.Second
 
-// New returns an MCP server with every crew tool. Serve it with
-// server.Run(ctx, &mcp.StdioTransport{}).
-func New(o Options) *mcp.Server {
+// Server is an MCP server with every crew tool and resource. Serve it
+// with server.Run(ctx, &mcp.StdioTransport{}).
+type Server struct {
+	*mcp.Server
+	watch *watch
+}
+
+// New returns a Server for o.
+func New(o Options) *Server {
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = DefaultProgressEvery
 	}
+	w := newWatch(o)
 	s := mcp.NewServer(&mcp.Implementation{Name: "crew", Title: "crew: leader and worker agents through durable mailboxes", Version: o.Version},
-		&mcp.ServerOptions{Instructions: instructions})
+		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: w.subscribe, UnsubscribeHandler: w.unsubscribe})
+	w.add(s)
 	addTools(s, o)
-	return s
+	return &Server{Server: s, watch: w}
 }
+
+// Changed re-reads every resource a client subscribed to and sends
+// notifications/resources/updated for each whose content changed. Call
+// it each time the run's log may have grown (cmd/crew calls it from the
+// run's watch, the wake its own waits use); with no subscription it
+// reads nothing. The error names the resources that could not be read.
+func (s *Server) Changed(ctx context.Context) error { return s.watch.changed(ctx) }
 
 // instructions is what a client may show its model about the server as a
 // whole.

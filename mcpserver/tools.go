@@ -197,7 +197,7 @@ func addTools(s *mcp.Server, o Options) {
 			c.boolFlag("unread", in.Unread)
 			return c
 		})
-	add(s, o, "crew_pending", "What is open for you, without marking anything delivered: for the leader, the waiting tasks with their questions and unacknowledged urgent reports; for a worker, its unacknowledged messages, urgent first.",
+	add(s, o, "crew_pending", "What is open for you, most urgent first, then oldest first, without marking anything delivered: for the leader, the workers' questions (kind question: the task waits for crew_respond) and reports not yet acknowledged; for a worker, its messages not yet acknowledged.",
 		"pending", listSchema("pending", objectSchema), func(in RunInput) call { return runCall(in, "pending") })
 	add(s, o, "crew_ack", "Acknowledge messages addressed to you (a worker: the server's task; else the leader) once you have acted on them, so they stop showing as open.",
 		"", objectSchema, func(in AckInput) call {

@@ -59,6 +59,16 @@ type Task struct {
 	// AnsweredByDefault counts its questions whose deadline passed
 	// unanswered, so that its worker went on with their default answer.
 	AnsweredByDefault int `json:"answeredByDefault,omitempty"`
+	// Spans are the times it spent running and waiting, in order (for a
+	// timeline; not part of the JSON format).
+	Spans []Span `json:"-"`
+}
+
+// Span is a stretch of time a task spent in one state (running or
+// waiting). End is the report's time for the span still open.
+type Span struct {
+	State      task.State
+	Start, End time.Time
 }
 
 // Message is a message of the run with its current status (Status,
@@ -99,6 +109,10 @@ type Options struct {
 	// Now is the report's time, used for tasks still open; zero means
 	// time.Now().
 	Now time.Time
+	// Task, when set, reports that task only: Tasks holds it alone and
+	// Messages its thread (what it sent and received, a broadcast's copy
+	// to it). An unknown task is crew.ErrNotFound.
+	Task string
 }
 
 // Load reads a report of r: the run's state (state.State) and, streamed, its
@@ -123,7 +137,15 @@ func Load(r *run.Run, o Options) (*Report, error) {
 	rep := &Report{Manifest: r.Manifest, Seq: st.Seq, At: events.Time{Time: now.UTC().Truncate(time.Millisecond)}, Summary: Summary(st)}
 	rep.Timings.CreatedAt = r.Manifest.CreatedAt
 	f := &folder{rep: rep, o: o, byID: map[string]*Task{}, copies: map[string]*Message{}, waitingSince: map[string]events.Time{}}
+	if o.Task != "" {
+		if _, err := st.Task(o.Task); err != nil {
+			return nil, err
+		}
+	}
 	for _, t := range st.TaskList() {
+		if o.Task != "" && t.ID != o.Task {
+			continue
+		}
 		rt := &Task{Task: t}
 		rep.Tasks = append(rep.Tasks, rt)
 		f.byID[t.ID] = rt
@@ -164,12 +186,15 @@ func (f *folder) fold(e *events.Event) {
 		m.Body = cut(m.Body, f.o.BodyRunes)
 		if m.To == events.Broadcast {
 			for _, to := range state.Recipients(e) {
+				if f.o.Task != "" && to != f.o.Task {
+					continue
+				}
 				cp := *m
 				cp.To = to
 				f.copies[state.Key(m.ID, m.To, to)] = &cp
 				rep.Messages = append(rep.Messages, &cp)
 			}
-		} else {
+		} else if f.o.Task == "" || m.Task == f.o.Task {
 			f.copies[m.ID] = m
 			rep.Messages = append(rep.Messages, m)
 		}
@@ -194,8 +219,14 @@ func (f *folder) fold(e *events.Event) {
 	}
 }
 
-// transition notes a task's waiting time and its ends.
+// transition notes a task's spans, its waiting time and its ends.
 func (f *folder) transition(t *Task, e *events.Event) {
+	if n := len(t.Spans); n > 0 && t.Spans[n-1].End.IsZero() {
+		t.Spans[n-1].End = e.At.Time
+	}
+	if to := task.State(e.To); to == task.Running || to == task.Waiting {
+		t.Spans = append(t.Spans, Span{State: to, Start: e.At.Time})
+	}
 	switch {
 	case e.To == string(task.Waiting) && e.From != string(task.Waiting):
 		f.waitingSince[t.ID] = e.At
@@ -226,6 +257,9 @@ func (f *folder) finish(now time.Time) {
 	allEnded := len(rep.Tasks) > 0
 	var last time.Time
 	for _, t := range rep.Tasks {
+		if n := len(t.Spans); n > 0 && t.Spans[n-1].End.IsZero() {
+			t.Spans[n-1].End = now
+		}
 		switch {
 		case t.StartedAt == nil:
 		case t.EndedAt != nil:

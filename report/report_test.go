@@ -563,3 +563,42 @@ func TestCut(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadOneTask checks Options.Task: the task alone, its thread (a
+// broadcast's copy to it included, other tasks' messages not) and its
+// spans; an unknown task is crew.ErrNotFound.
+func TestLoadOneTask(t *testing.T) {
+	f := newFixture(t)
+	rep := load(t, f, Options{Task: "end"})
+	if len(rep.Tasks) != 1 || rep.Tasks[0].ID != "end" {
+		t.Fatalf("tasks %v, want end alone", rep.Tasks)
+	}
+	var kinds []string
+	for _, m := range rep.Messages {
+		if m.Task != "end" && m.To != "end" {
+			t.Errorf("a message of another task: %+v", m)
+		}
+		kinds = append(kinds, m.Kind+"="+m.Status)
+	}
+	if strings.Join(kinds, " ") != "message=pending steer=rejected" {
+		t.Errorf("end's thread: %v", kinds)
+	}
+	// t1 ran, waited for its answer, ran again and completed.
+	t1 := load(t, f, Options{Task: "t1"}).Tasks[0]
+	var spans []string
+	for i, s := range t1.Spans {
+		spans = append(spans, string(s.State))
+		if s.End.Before(s.Start) {
+			t.Errorf("span %d ends (%v) before it starts (%v)", i, s.End, s.Start)
+		}
+		if i > 0 && !s.Start.Equal(t1.Spans[i-1].End) {
+			t.Errorf("span %d starts at %v, not where span %d ends (%v)", i, s.Start, i-1, t1.Spans[i-1].End)
+		}
+	}
+	if strings.Join(spans, " ") != "running waiting running" || !t1.Spans[2].End.Equal(t1.EndedAt.Time) {
+		t.Errorf("t1's spans: %+v (ended %v)", t1.Spans, t1.EndedAt)
+	}
+	if _, err := Load(f.r, Options{Task: "nope"}); !errors.Is(err, crew.ErrNotFound) {
+		t.Errorf("an unknown task: %v, want ErrNotFound", err)
+	}
+}

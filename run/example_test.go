@@ -57,7 +57,7 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if len(p.Waiting) > 0 {
+		if len(p.Messages) > 0 && p.Messages[0].Kind == events.KindQuestion {
 			break
 		}
 		if err := w.Wait(ctx); err != nil {

@@ -302,23 +302,11 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 
 // Pending is what is open for a participant (docs/reading.md, Pending).
 type Pending struct {
-	// Waiting: for the leader, the waiting tasks with their open
-	// questions, oldest question first.
-	Waiting []Waiting `json:"waiting,omitempty"`
-	// AnsweredByDefault: for the leader, the questions whose deadline
-	// passed unanswered, so that their worker went on with the default
-	// answer they carried (state.Ask), until the leader acknowledges them;
-	// oldest first.
-	AnsweredByDefault []Waiting `json:"answeredByDefault,omitempty"`
-	// Messages: for the leader, unacknowledged urgent reports; for a task,
-	// its messages not yet acknowledged, urgent first, then oldest first.
+	// Messages are the participant's open messages, most urgent first,
+	// then oldest first. For the leader: the workers' questions (each the
+	// open question of a waiting task) and the reports not yet
+	// acknowledged; for a task: its messages not yet acknowledged.
 	Messages []events.Message `json:"messages,omitempty"`
-}
-
-// Waiting is a task blocked on a question.
-type Waiting struct {
-	Task     *state.Task    `json:"task"`
-	Question events.Message `json:"question"`
 }
 
 // Pending computes what is open for participant (Leader or a task id) by
@@ -331,58 +319,18 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pending{}
-	if participant == Leader {
-		var qs []*state.Open
-		byQ := map[string]*state.Task{}
-		for _, t := range st.Tasks {
-			if t.Status == task.Waiting && t.Question != "" {
-				if o := st.Open[t.Question]; o != nil {
-					qs = append(qs, o)
-					byQ[o.ID] = t
-				}
-			}
-		}
-		sort.Slice(qs, func(i, j int) bool { return qs[i].Seq < qs[j].Seq })
-		msgs, err := r.bodies(qs)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			p.Waiting = append(p.Waiting, Waiting{Task: byQ[m.ID], Question: m})
-		}
-		var urgent, defaulted []*state.Open
-		for _, o := range st.OpenFor(Leader) {
-			switch {
-			case o.Kind == events.KindReport && o.Priority == "urgent":
-				urgent = append(urgent, o)
-			case o.Kind == events.KindQuestion && byQ[o.ID] == nil:
-				// An open question no task waits on: answered by default
-				// (a response or a task's end closes the others).
-				defaulted = append(defaulted, o)
-			}
-		}
-		msgs, err = r.bodies(defaulted)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			p.AnsweredByDefault = append(p.AnsweredByDefault, Waiting{Task: st.Tasks[m.Task], Question: m})
-		}
-		if p.Messages, err = r.bodies(urgent); err != nil {
-			return nil, err
-		}
-	} else {
+	if participant != Leader {
 		if _, err := st.Task(participant); err != nil {
 			return nil, err
 		}
-		list := st.OpenFor(participant)
-		sort.SliceStable(list, func(i, j int) bool {
-			return events.PriorityRank(list[i].Priority) > events.PriorityRank(list[j].Priority)
-		})
-		if p.Messages, err = r.bodies(list); err != nil {
-			return nil, err
-		}
+	}
+	list := st.OpenFor(participant)
+	sort.SliceStable(list, func(i, j int) bool {
+		return events.PriorityRank(list[i].Priority) > events.PriorityRank(list[j].Priority)
+	})
+	p := &Pending{}
+	if p.Messages, err = r.bodies(list); err != nil {
+		return nil, err
 	}
 	return p, st.Err()
 }

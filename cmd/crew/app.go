@@ -69,7 +69,7 @@ crew respond t1 "Use Postgres." --run r1`,
 
 func init() {
 	// Set once, not per app: crew mcp runs several apps at once.
-	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "crew %s\n", c.App.Version) } // as crew version prints it
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c) } // --version prints as crew version does, --json too
 }
 
 // unknownCommand is the App.Metadata key under which CommandNotFound
@@ -148,7 +148,7 @@ func commands() []*cli.Command {
 		{initCommand(), runCommand(), taskCommand(), spawnCommand(), heartbeatCommand()},
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
-		{mailCommand(), watchCommand(), repairCommand(), versionCommand()},
+		{mailCommand(), watchCommand(), serveCommand(), repairCommand(), versionCommand()},
 		{mcpCommand(), hookCommand(), setupCommand(), completionCommand()},
 	} {
 		all = append(all, group...)

@@ -301,14 +301,9 @@ func e2eLeaderAndWorkers(t *testing.T, bin string, store e2eStore) {
 		case events.KindQuestion:
 			questions[m.Task] = m.ID
 			// crew pending shows the waiting task with this very question.
-			type waiting struct {
-				Kind     string `json:"kind"`
-				Task     struct{ ID string }
-				Question events.Message `json:"question"`
-			}
 			found := false
-			for _, w := range e2eJSONLines[waiting](t, l.must("pending", "--json")) {
-				if w.Kind == "waiting" && w.Task.ID == m.Task && w.Question.ID == m.ID {
+			for _, w := range e2eJSONLines[events.Message](t, l.must("pending", "--json")) {
+				if w.Kind == events.KindQuestion && w.Task == m.Task && w.ID == m.ID {
 					found = true
 				}
 			}

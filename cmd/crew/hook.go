@@ -1,13 +1,15 @@
-// crew hook claude EVENT: crew's delivery rules inside Claude Code's
-// loop. Claude Code runs the command at points of its loop with a JSON
-// object on standard input and reads a JSON answer on standard output
-// (hooks reference: https://code.claude.com/docs/en/hooks, also at
-// https://docs.anthropic.com/en/docs/claude-code/hooks). Input fields used
-// here: hook_event_name, session_id, source (SessionStart),
-// stop_hook_active (Stop). Output: hookSpecificOutput.additionalContext
-// (SessionStart, PostToolUse, UserPromptSubmit: text the model sees) and
-// decision "block" with a reason (Stop: the model goes on, the reason its
-// next instruction).
+// crew hook claude|gemini EVENT: crew's delivery rules inside an
+// agent's loop. The agent runs the command at points of its loop with a
+// JSON object on standard input and reads a JSON answer on standard
+// output. Claude Code's hooks reference:
+// https://code.claude.com/docs/en/hooks (also
+// https://docs.anthropic.com/en/docs/claude-code/hooks); Gemini CLI's:
+// https://geminicli.com/docs/hooks/reference (the same shapes: both
+// read hookSpecificOutput.additionalContext as text the model sees, and
+// decision "block" with a reason, Gemini's alias of "deny", as "go on,
+// with the reason as the next instruction"). Input fields used here:
+// hook_event_name, session_id, source (SessionStart), stop_hook_active
+// (Claude's Stop, Gemini's AfterAgent).
 
 package main
 
@@ -18,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,46 +34,78 @@ import (
 	"github.com/crew-dev/crew/task"
 )
 
-// Claude Code's hook events crew answers.
+// moment is a point of an agent's loop where crew delivers.
+type moment int
+
 const (
-	hookSessionStart     = "SessionStart"
-	hookPostToolUse      = "PostToolUse"
-	hookStop             = "Stop"
-	hookUserPromptSubmit = "UserPromptSubmit"
+	atStart  moment = iota // the session starts, resumes or was compacted: the brief
+	atTool                 // a tool call ended (the next safe point): steers, nudges, broadcasts
+	atStop                 // the agent wants to end its turn: follow-ups block it
+	atPrompt               // a prompt was submitted: everything new
 )
+
+// hookAgent is an agent whose hooks crew answers: its name on the
+// command line and its event for each moment, in the order its hooks
+// are listed.
+type hookAgent struct {
+	name, title string
+	events      []hookEvent
+}
+
+type hookEvent struct {
+	name string
+	at   moment
+}
+
+var hookAgents = []hookAgent{
+	{"claude", "Claude Code", []hookEvent{{"SessionStart", atStart}, {"PostToolUse", atTool}, {"Stop", atStop}, {"UserPromptSubmit", atPrompt}}},
+	{"gemini", "Gemini CLI", []hookEvent{{"SessionStart", atStart}, {"AfterTool", atTool}, {"AfterAgent", atStop}, {"BeforeAgent", atPrompt}}},
+}
+
+// eventNames is "SessionStart, PostToolUse, Stop or UserPromptSubmit".
+func (a hookAgent) eventNames(sep, last string) string {
+	var names []string
+	for _, ev := range a.events {
+		names = append(names, ev.name)
+	}
+	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
+}
 
 // maxStopBlocks is how many stops in a row (stop_hook_active) crew
 // blocks at the most: after that the agent may stop whatever is open.
 const maxStopBlocks = 3
 
 func hookCommand() *cli.Command {
-	return &cli.Command{
+	cmd := &cli.Command{
 		Name:  "hook",
-		Usage: "deliver crew's messages inside an agent's loop (its hooks): crew hook claude SessionStart|PostToolUse|Stop|UserPromptSubmit",
+		Usage: "deliver crew's messages inside an agent's loop (its hooks): crew hook claude|gemini EVENT",
 		UsageText: "crew setup claude   # writes the hooks into .claude/settings.json\n" +
 			"echo '{\"hook_event_name\":\"PostToolUse\"}' | CREW_RUN=r1 CREW_TASK=t1 crew hook claude PostToolUse",
-		Subcommands: []*cli.Command{{
-			Name:      "claude",
-			Usage:     "Claude Code hooks: the hook's JSON input on standard input, its JSON answer on standard output",
-			UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew hook claude PostToolUse < hook-input.json",
+	}
+	for _, a := range hookAgents {
+		cmd.Subcommands = append(cmd.Subcommands, &cli.Command{
+			Name:      a.name,
+			Usage:     a.title + " hooks (" + a.eventNames(", ", " and ") + "): the hook's JSON input on standard input, its JSON answer on standard output",
+			UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew hook " + a.name + " " + a.events[1].name + " < hook-input.json",
 			ArgsUsage: "EVENT",
 			Flags:     []cli.Flag{runFlag, taskFlag},
-			Action:    claudeHook,
-		}},
+			Action:    func(c *cli.Context) error { return agentHook(c, a) },
+		})
 	}
+	return cmd
 }
 
-// hookInput is the part of a Claude Code hook's input crew reads.
+// hookInput is the part of a hook's input crew reads.
 type hookInput struct {
 	HookEventName  string `json:"hook_event_name"`
 	SessionID      string `json:"session_id"`
-	Source         string `json:"source"` // SessionStart: startup, resume, clear, compact
-	StopHookActive bool   `json:"stop_hook_active"`
+	Source         string `json:"source"`           // SessionStart: startup, resume, clear, compact
+	StopHookActive bool   `json:"stop_hook_active"` // Stop, AfterAgent
 }
 
-// hookOutput is a Claude Code hook's answer.
+// hookOutput is a hook's answer.
 type hookOutput struct {
-	Decision           string              `json:"decision,omitempty"` // Stop: "block"
+	Decision           string              `json:"decision,omitempty"` // Stop, AfterAgent: "block"
 	Reason             string              `json:"reason,omitempty"`
 	HookSpecificOutput *hookSpecificOutput `json:"hookSpecificOutput,omitempty"`
 }
@@ -80,23 +115,27 @@ type hookSpecificOutput struct {
 	AdditionalContext string `json:"additionalContext"`
 }
 
-// claudeHook answers one Claude Code hook. An agent that is no crew
+// agentHook answers one hook of agent a. An agent that is no crew
 // worker (no --task / CREW_TASK) gets no answer. Any failure is exit 1,
-// which Claude Code shows and goes on from (exit 2 would block the
-// agent's tool call or stop).
-func claudeHook(c *cli.Context) error {
-	if err := answerClaudeHook(c); err != nil {
-		return cli.Exit("crew: hook: "+human.Escape(message(err)), exitIO)
+// which the agent shows and goes on from (exit 2 would block its tool
+// call or stop).
+func agentHook(c *cli.Context, a hookAgent) error {
+	if err := answerHook(c, a); err != nil {
+		return cli.Exit("hook: "+human.Escape(message(err)), exitIO)
 	}
 	return nil
 }
 
-func answerClaudeHook(c *cli.Context) error {
+func answerHook(c *cli.Context, a hookAgent) error {
 	e := newEnv(c)
 	if c.Args().Len() != 1 {
-		return fmt.Errorf("hook claude takes one event: SessionStart, PostToolUse, Stop or UserPromptSubmit: %w", crew.ErrInvalid)
+		return fmt.Errorf("hook %s takes one event: %s: %w", a.name, a.eventNames(", ", " or "), crew.ErrInvalid)
 	}
 	event := c.Args().First()
+	i := slices.IndexFunc(a.events, func(ev hookEvent) bool { return ev.name == event })
+	if i < 0 {
+		return fmt.Errorf("unknown %s hook event %q: %s: %w", a.title, event, a.eventNames(", ", " or "), crew.ErrInvalid)
+	}
 	var in hookInput
 	data, err := io.ReadAll(io.LimitReader(c.App.Reader, 16<<20))
 	if err != nil {
@@ -124,19 +163,17 @@ func answerClaudeHook(c *cli.Context) error {
 	r.Alive(id, true) // every hook call is a sign of the agent's life (docs/concepts.md, Liveness)
 	h := &hook{ctx: c.Context, r: r, task: id, in: in}
 	var out *hookOutput
-	switch event {
-	case hookSessionStart:
-		out, err = h.sessionStart()
-	case hookPostToolUse:
-		out, err = h.deliver(hookPostToolUse, func(m *events.Message) bool {
+	switch a.events[i].at {
+	case atStart:
+		out, err = h.sessionStart(event)
+	case atTool:
+		out, err = h.deliver(event, func(m *events.Message) bool {
 			return m.Kind == events.KindSteer || m.Kind == events.KindNudge || m.Kind == events.KindMessage
 		})
-	case hookUserPromptSubmit:
-		out, err = h.deliver(hookUserPromptSubmit, func(*events.Message) bool { return true })
-	case hookStop:
+	case atPrompt:
+		out, err = h.deliver(event, func(*events.Message) bool { return true })
+	case atStop:
 		out, err = h.stop()
-	default:
-		return fmt.Errorf("unknown hook event %q: SessionStart, PostToolUse, Stop or UserPromptSubmit: %w", event, crew.ErrInvalid)
 	}
 	if err != nil || out == nil {
 		return err
@@ -194,7 +231,7 @@ func (h *hook) markDelivered(msgs []events.Message) error {
 // sessionStart gives the agent its brief, at startup and again after a
 // resume, a clear or a compaction: the run, the task, its done-when, the
 // leader, and every message not yet acknowledged.
-func (h *hook) sessionStart() (*hookOutput, error) {
+func (h *hook) sessionStart(event string) (*hookOutput, error) {
 	t, msgs, err := h.open()
 	if err != nil {
 		return nil, err
@@ -223,7 +260,7 @@ func (h *hook) sessionStart() (*hookOutput, error) {
 	if err := h.markDelivered(msgs); err != nil {
 		return nil, err
 	}
-	return &hookOutput{HookSpecificOutput: &hookSpecificOutput{HookEventName: hookSessionStart, AdditionalContext: b.String()}}, nil
+	return &hookOutput{HookSpecificOutput: &hookSpecificOutput{HookEventName: event, AdditionalContext: b.String()}}, nil
 }
 
 // workerRules is how a worker uses crew, in the brief.
@@ -321,8 +358,8 @@ func hookMessages(msgs []events.Message) string {
 }
 
 // stopBlocks counts the stops in a row a session's hook blocked, in a
-// small file in the temporary directory (Claude Code's stop_hook_active
-// says only whether it was one or more).
+// small file in the temporary directory (stop_hook_active says only
+// whether it was one or more).
 type stopBlocks string
 
 func stopCounter(session, runID, taskID string) stopBlocks {

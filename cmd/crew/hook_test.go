@@ -1,12 +1,14 @@
 package main
 
-// crew hook claude: the documented hook inputs (testdata/hooks/claude,
-// shapes from https://code.claude.com/docs/en/hooks) fed to the command,
-// and its JSON answers checked; a simulated agent loop that calls the
-// hooks between fake tool calls while the leader sends.
+// crew hook claude|gemini: the documented hook inputs
+// (testdata/hooks/<agent>, shapes from https://code.claude.com/docs/en/hooks
+// and https://geminicli.com/docs/hooks/reference) fed to the command, and
+// its JSON answers checked; a simulated agent loop that calls the hooks
+// between fake tool calls while the leader sends.
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ type hookFixture struct {
 	t       *testing.T
 	dir     string
 	session string
+	agent   string // the hook's agent: claude unless set
 }
 
 func newHookFixture(t *testing.T) *hookFixture {
@@ -47,12 +50,13 @@ func (f *hookFixture) crew(stdin string, args ...string) string {
 	return stdout.String()
 }
 
-// hook feeds the fixture testdata/hooks/claude/<fixture>.json to crew
-// hook claude <event> as task t1 and returns the decoded answer (nil when
-// it printed nothing).
+// hook feeds the fixture testdata/hooks/<agent>/<fixture>.json to crew
+// hook <agent> <event> as task t1 and returns the decoded answer (nil
+// when it printed nothing).
 func (f *hookFixture) hook(event, fixture string) *hookOutput {
 	f.t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "hooks", "claude", fixture+".json"))
+	agent := cmp.Or(f.agent, "claude")
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "hooks", agent, fixture+".json"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -62,7 +66,7 @@ func (f *hookFixture) hook(event, fixture string) *hookOutput {
 	}
 	in["session_id"] = f.session
 	data, _ = json.Marshal(in)
-	out := f.crew(string(data), "hook", "claude", event, "--task", "t1")
+	out := f.crew(string(data), "hook", agent, event, "--task", "t1")
 	if out == "" {
 		return nil
 	}
@@ -85,10 +89,10 @@ func (f *hookFixture) context(o *hookOutput, event string) string {
 func (f *hookFixture) status(id string) string {
 	f.t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(f.crew("", "pending", "--task", "t1", "--json")), "\n") {
-		var rec struct{ Message struct{ ID, Status string } }
-		json.Unmarshal([]byte(line), &rec)
-		if rec.Message.ID == id {
-			return rec.Message.Status
+		var m struct{ ID, Status string }
+		json.Unmarshal([]byte(line), &m)
+		if m.ID == id {
+			return m.Status
 		}
 	}
 	return "closed"
@@ -210,13 +214,27 @@ func TestHookClaudeStop(t *testing.T) {
 	}
 }
 
-// TestHookClaudeAgentLoop: a simulated agent — tool calls, each followed
-// by the PostToolUse hook, then a stop — while the leader sends. A steer
-// sent mid-loop arrives at the next tool boundary, exactly once; a
+// TestHookAgentLoop: a simulated agent of each kind — tool calls, each
+// followed by its tool hook, then a stop — while the leader sends. A
+// steer sent mid-loop arrives at the next tool boundary, exactly once; a
 // follow-up blocks exactly one stop; nothing is delivered twice.
-func TestHookClaudeAgentLoop(t *testing.T) {
-	f := newHookFixture(t)
-	f.context(f.hook("SessionStart", "SessionStart"), "SessionStart")
+func TestHookAgentLoop(t *testing.T) {
+	for _, a := range hookAgents {
+		t.Run(a.name, func(t *testing.T) {
+			f := newHookFixture(t)
+			f.agent = a.name
+			testHookAgentLoop(t, f, a)
+		})
+	}
+}
+
+func testHookAgentLoop(t *testing.T, f *hookFixture, a hookAgent) {
+	event := map[moment]string{}
+	for _, ev := range a.events {
+		event[ev.at] = ev.name
+	}
+	start, tool, stop, prompt := event[atStart], event[atTool], event[atStop], event[atPrompt]
+	f.context(f.hook(start, start), start)
 	seen := map[string]int{}    // message id -> times shown
 	arrived := map[string]int{} // message id -> tool call after which it was shown
 	var steer, follow string
@@ -228,9 +246,10 @@ func TestHookClaudeAgentLoop(t *testing.T) {
 		case 4:
 			follow = f.send("follow-up", "When done, run gofmt.")
 		}
-		if o := f.hook("PostToolUse", "PostToolUse"); o != nil {
+		if o := f.hook(tool, tool); o != nil {
+			ctx := f.context(o, tool)
 			for _, id := range []string{steer, follow} {
-				if id != "" && strings.Contains(o.HookSpecificOutput.AdditionalContext, id) {
+				if id != "" && strings.Contains(ctx, id) {
 					seen[id]++
 					arrived[id] = call
 				}
@@ -244,15 +263,19 @@ func TestHookClaudeAgentLoop(t *testing.T) {
 		t.Fatal("the follow-up was shown at a tool boundary")
 	}
 	f.crew("", "ack", "--task", "t1", steer)
-	o := f.hook("Stop", "Stop")
+	o := f.hook(stop, stop)
 	if o == nil || o.Decision != "block" || !strings.Contains(o.Reason, follow) {
-		t.Fatalf("first stop: %+v, want blocked by the follow-up", o)
+		t.Fatalf("first %s: %+v, want blocked by the follow-up", stop, o)
 	}
-	if o := f.hook("Stop", "Stop-active"); o != nil {
-		t.Fatalf("second stop blocked too: %+v", o)
+	if o := f.hook(stop, stop+"-active"); o != nil {
+		t.Fatalf("second %s blocked too: %+v", stop, o)
 	}
-	if o := f.hook("UserPromptSubmit", "UserPromptSubmit"); o != nil {
+	if o := f.hook(prompt, prompt); o != nil {
 		t.Fatalf("delivered again at the next prompt: %+v", o)
+	}
+	nudge := f.send("nudge", "Status?")
+	if ctx := f.context(f.hook(prompt, prompt), prompt); !strings.Contains(ctx, nudge) {
+		t.Fatalf("%s context lacks the nudge %s:\n%s", prompt, nudge, ctx)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -116,14 +117,16 @@ func (e *env) readMailbox(who string) error {
 func pendingCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "pending",
-		Usage: "what is open for you: for the leader, waiting tasks and urgent reports; for a worker (--task), its unacknowledged messages",
+		Usage: "what is open for you, most urgent first: for the leader, the workers' questions and reports not yet acknowledged; for a worker (--task), its messages not yet acknowledged",
 		UsageText: "crew pending\ncrew pending --task t1 --json\n" +
-			"crew pending --json | jq -r 'select(.kind==\"waiting\") | .task.id'",
+			"crew pending --json | jq -r 'select(.kind==\"question\") | .task'",
 		Flags:  []cli.Flag{runFlag, taskFlag, quietAfterFlag},
 		Action: pending,
 	}
 }
 
+// pending prints each open message as inbox does (with --json the same
+// message object), a question as the wait of its task.
 func pending(c *cli.Context) error {
 	e := newEnv(c)
 	r, who, err := e.reader()
@@ -134,22 +137,19 @@ func pending(c *cli.Context) error {
 	if p == nil {
 		return perr
 	}
-	for _, w := range p.Waiting {
-		rec := map[string]any{"kind": "waiting", "task": w.Task, "question": w.Question}
-		human := fmt.Sprintf("%s waits since %s: %s\n    question %s", w.Task.ID, w.Question.SentAt, indent(w.Question.Body, "    "), w.Question.ID)
-		if a := state.AskOf(&w.Question); a != nil {
-			rec["deadline"] = a
-			human += deadlineText(a)
-		}
-		if err := e.emit(rec, human); err != nil {
+	var waitsOn map[string]bool // the questions tasks wait on (the leader's view)
+	if who == run.Leader {
+		if waitsOn, err = questionsWaitedOn(r); err != nil {
 			return err
 		}
 	}
-	for _, w := range p.AnsweredByDefault {
-		rec := map[string]any{"kind": "answered_by_default", "task": w.Task, "question": w.Question, "deadline": state.AskOf(&w.Question)}
-		human := fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
-			w.Question.Task, indent(defaultOf(&w.Question), "    "), w.Question.ID, indent(w.Question.Body, "    "), w.Question.ID)
-		if err := e.emit(rec, human); err != nil {
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		text := messageText(m)
+		if m.Kind == events.KindQuestion && who == run.Leader {
+			text = questionText(m, waitsOn[m.ID])
+		}
+		if err := e.emit(m, text); err != nil {
 			return err
 		}
 	}
@@ -159,16 +159,45 @@ func pending(c *cli.Context) error {
 			return err
 		}
 	}
-	for i := range p.Messages {
-		m := &p.Messages[i]
-		if err := e.emit(map[string]any{"kind": "message", "message": m}, messageText(m)); err != nil {
-			return err
-		}
-	}
-	if perr == nil && len(p.Waiting) == 0 && len(p.AnsweredByDefault) == 0 && len(p.Messages) == 0 && lifeless == 0 && !e.json {
+	if perr == nil && len(p.Messages) == 0 && lifeless == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
 	return perr
+}
+
+// questionsWaitedOn returns the ids of the questions r's tasks wait on.
+// An open question that none waits on was answered by default
+// (docs/state-machine.md, Asking with a deadline).
+func questionsWaitedOn(r *run.Run) (map[string]bool, error) {
+	st, err := r.TaskState()
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, t := range st.Tasks {
+		if t.Question != "" {
+			ids[t.Question] = true
+		}
+	}
+	return ids, nil
+}
+
+// questionText is how the leader's pending shows question m: as the wait
+// of its task (waited on), with its deadline and default when it has
+// them, or as answered by default. An answered-by-default question gets
+// run.AnsweredByDefault as its reason, in --json too.
+func questionText(m *events.Message, waited bool) string {
+	a := state.AskOf(m)
+	if !waited && a != nil && a.Default != nil {
+		m.Reason = run.AnsweredByDefault
+		return fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
+			m.Task, indent(*a.Default, "    "), m.ID, indent(m.Body, "    "), m.ID)
+	}
+	text := fmt.Sprintf("%s waits since %s: %s\n    question %s", m.Task, m.SentAt, indent(m.Body, "    "), m.ID)
+	if a != nil {
+		text += deadlineText(a)
+	}
+	return text
 }
 
 // pendingLiveness lists, for the leader's crew pending, the tasks whose
@@ -210,10 +239,15 @@ func deadlineText(a *state.Ask) string {
 	return "\n    " + when + ", then the default answer: " + indent(*a.Default, "    ")
 }
 
-// defaultOf is the default answer question m carried.
-func defaultOf(m *events.Message) string {
-	if a := state.AskOf(m); a != nil && a.Default != nil {
-		return *a.Default
+
+// questions returns the questions among p's messages, oldest first.
+func questions(p *run.Pending) []events.Message {
+	var qs []events.Message
+	for _, m := range p.Messages {
+		if m.Kind == events.KindQuestion {
+			qs = append(qs, m)
+		}
 	}
-	return ""
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Seq < qs[j].Seq })
+	return qs
 }

@@ -35,6 +35,10 @@ func main() {
 		// reach it.
 		debug.SetMemoryLimit(memoryLimit)
 	}
+	if err := handOverIfNeeded(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "crew: %s\n", err)
+		os.Exit(exitIO)
+	}
 	os.Exit(Main(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -1,23 +1,12 @@
 // crew mcp: crew's operations as MCP tools over standard input and
 // output (package mcpserver), each tool call carried out by this
-// command line, in process.
+// command line, in process. The command is in both builds; it is served
+// by the full one (mcp_serve.go).
 
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
-
-	"github.com/crew-dev/crew"
-	"github.com/crew-dev/crew/mcpserver"
 )
 
 func mcpCommand() *cli.Command {
@@ -27,82 +16,8 @@ func mcpCommand() *cli.Command {
 		UsageText: "claude mcp add crew -e CREW_RUN=r1 -e CREW_TASK=t1 -- crew mcp\n" +
 			"crew mcp --run r1 --task t1   # a worker's server\ncrew mcp --run r1              # the leader's",
 		Flags: []cli.Flag{runFlag, taskFlag, asFlag,
-			&cli.StringFlag{Name: "progress-every", Usage: "interval of crew_ask's progress notifications while it waits, a `DURATION`", Value: mcpserver.DefaultProgressEvery.String(), Hidden: true},
+			&cli.StringFlag{Name: "progress-every", Usage: "interval of crew_ask's progress notifications while it waits, a `DURATION` (default 5s)", Hidden: true},
 		},
 		Action: serveMCP,
 	}
-}
-
-// mcpIdentity is the environment each identity flag of crew mcp stands
-// for: given to the server, it is set for every tool call's command, as
-// if the agent's shell had it.
-var mcpIdentity = []struct{ flag, env string }{{"run", "CREW_RUN"}, {"task", "CREW_TASK"}, {"as", "CREW_AGENT"}}
-
-func serveMCP(c *cli.Context) error {
-	if c.Args().Len() > 0 {
-		return fmt.Errorf("mcp takes no arguments (identity comes from --run, --task, --as or CREW_*): %q: %w", c.Args().Slice(), crew.ErrInvalid)
-	}
-	for _, id := range mcpIdentity {
-		v := c.String(id.flag)
-		if v == "" {
-			continue
-		}
-		if err := crew.ValidateID(map[string]string{"run": "run", "task": "task", "as": "agent"}[id.flag], v); err != nil {
-			return err
-		}
-		if err := os.Setenv(id.env, v); err != nil {
-			return err
-		}
-	}
-	every, err := duration(c.String("progress-every"))
-	if err != nil {
-		return err
-	}
-	globals := globalArgs(c)
-	exec := func(ctx context.Context, args []string, stdin string) ([]byte, error) {
-		var stdout, stderr bytes.Buffer
-		line := append(append([]string{"crew", "--json"}, globals...), args...)
-		err := execute(ctx, line, strings.NewReader(stdin), &stdout, &stderr)
-		if err == nil {
-			return stdout.Bytes(), nil
-		}
-		code, class := exitCode(err)
-		msg := message(err)
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			class, msg = "interrupted", "the call was cancelled; "+msg
-		}
-		if warn := strings.TrimSpace(stderr.String()); warn != "" {
-			msg += "\n" + warn
-		}
-		return stdout.Bytes(), &mcpserver.Error{Class: class, Exit: code, Message: msg}
-	}
-	s := mcpserver.New(mcpserver.Options{Exec: exec, Version: version, ProgressEvery: every})
-	err = s.Run(c.Context, &mcp.StdioTransport{})
-	if err == nil || errors.Is(err, io.EOF) || c.Context.Err() != nil {
-		return nil // the client closed standard input, or crew was told to stop
-	}
-	return err
-}
-
-// globalArgs returns the global flags crew mcp was given (the state root,
-// the store, file modes, the body limit), as flags for each tool call's
-// command line; those with a CREW_* variable reach it through the
-// environment too.
-func globalArgs(c *cli.Context) []string {
-	var out []string
-	for _, f := range globalFlags {
-		name := f.Names()[0]
-		if name == "json" || !c.IsSet(name) {
-			continue
-		}
-		switch f.(type) {
-		case *cli.BoolFlag:
-			if c.Bool(name) {
-				out = append(out, "--"+name)
-			}
-		default:
-			out = append(out, fmt.Sprintf("--%s=%v", name, c.Value(name)))
-		}
-	}
-	return out
 }

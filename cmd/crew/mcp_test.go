@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -45,14 +46,20 @@ func newMCPFixture(t *testing.T, ctx context.Context, bin string) *mcpFixture {
 // worker) and connects the SDK's client to it.
 func (f *mcpFixture) session(onProgress func(*mcp.ProgressNotificationParams), extra ...string) *mcp.ClientSession {
 	f.t.Helper()
-	cmd := exec.Command(f.bin, "mcp", "--progress-every", "50ms")
-	cmd.Dir, cmd.Env = f.dir, append(slices.Clone(f.env), extra...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	opts := &mcp.ClientOptions{}
 	if onProgress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { onProgress(req.Params) }
 	}
+	return f.sessionWith(opts, extra...)
+}
+
+// sessionWith is session with the client's options.
+func (f *mcpFixture) sessionWith(opts *mcp.ClientOptions, extra ...string) *mcp.ClientSession {
+	f.t.Helper()
+	cmd := exec.Command(f.bin, "mcp", "--progress-every", "50ms")
+	cmd.Dir, cmd.Env = f.dir, append(slices.Clone(f.env), extra...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "crew-test", Version: "1"}, opts)
 	cs, err := client.Connect(f.ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -158,6 +165,10 @@ func TestMCP(t *testing.T) {
 		t.Parallel()
 		testMCPCancelledAsk(t, newMCPFixture(t, ctx, bin))
 	})
+	t.Run("resources-and-subscriptions", func(t *testing.T) {
+		t.Parallel()
+		testMCPResources(t, newMCPFixture(t, ctx, bin))
+	})
 	t.Run("every-tool-listed-and-callable", func(t *testing.T) {
 		t.Parallel()
 		testMCPEveryTool(t, newMCPFixture(t, ctx, bin))
@@ -246,8 +257,8 @@ func testMCPLeader(t *testing.T, f *mcpFixture) {
 	for question == "" {
 		p := mcpCall(t, f.ctx, cs, "crew_pending", nil)
 		for _, rec := range p["pending"].([]any) {
-			if r := rec.(map[string]any); r["kind"] == "waiting" {
-				question = r["question"].(map[string]any)["body"].(string)
+			if r := rec.(map[string]any); r["kind"] == "question" && r["task"] == "t2" {
+				question = r["body"].(string)
 			}
 		}
 		if question == "" {
@@ -368,7 +379,7 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 	}
 	call(work, "crew_ack", map[string]any{"ids": []string{steer["id"].(string)}})
 	p := call(work, "crew_pending", nil)
-	follow := p["pending"].([]any)[0].(map[string]any)["message"].(map[string]any)
+	follow := p["pending"].([]any)[0].(map[string]any)
 	call(work, "crew_reject", map[string]any{"id": follow["id"], "reason": "later"})
 	rep := call(work, "crew_report", map[string]any{"body": "r", "priority": "urgent"})
 	if out := call(lead, "crew_outbox", map[string]any{"unread": true}); len(out["messages"].([]any)) != 1 {
@@ -416,5 +427,138 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 		if !called[name] {
 			t.Errorf("%s was not called", name)
 		}
+	}
+}
+
+// testMCPResources: a worker's server lists crew://inbox and
+// crew://pending; reading them marks nothing delivered; a subscription to
+// crew://inbox hears of a steer sent by the command line (the run's
+// watch), and of nothing when an unrelated change leaves the inbox as it
+// was.
+func testMCPResources(t *testing.T, f *mcpFixture) {
+	f.must("task", "add", "t1")
+	f.must("task", "add", "t2")
+	updated := make(chan string, 16)
+	cs := f.sessionWith(&mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- req.Params.URI
+	}}, "CREW_TASK=t1")
+	list, err := cs.ListResources(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range list.Resources {
+		uris = append(uris, r.URI)
+	}
+	slices.Sort(uris)
+	if want := []string{"crew://inbox", "crew://pending"}; !slices.Equal(uris, want) {
+		t.Fatalf("resources %v, want %v", uris, want)
+	}
+	read := func(uri string) []events.Message {
+		t.Helper()
+		res, err := cs.ReadResource(f.ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("read %s: %v", uri, err)
+		}
+		var out struct{ Pending []events.Message }
+		if err := json.Unmarshal([]byte(res.Contents[0].Text), &out); err != nil {
+			t.Fatalf("read %s: %v: %q", uri, err, res.Contents[0].Text)
+		}
+		return out.Pending
+	}
+	if got := read("crew://inbox"); len(got) != 0 {
+		t.Fatalf("inbox before any message: %+v", got)
+	}
+	if err := cs.Subscribe(f.ctx, &mcp.SubscribeParams{URI: "crew://inbox"}); err != nil {
+		t.Fatal(err)
+	}
+	// A change that leaves t1's inbox as it was (a steer to t2) is not an
+	// update of it; the steer to t1 that follows is.
+	f.must("task", "start", "t2")
+	f.must("steer", "t2", "not for t1")
+	steer := strings.TrimSpace(f.must("steer", "t1", "use the new API"))
+	if uri := <-updated; uri != "crew://inbox" {
+		t.Fatalf("update of %s, want crew://inbox", uri)
+	}
+	got := read("crew://inbox")
+	if len(got) != 1 || got[0].ID != steer || got[0].Status != "pending" {
+		t.Fatalf("inbox after the steer: %+v; want the steer %s, still pending (reading marks nothing delivered)", got, steer)
+	}
+	// One more steer, one more update, and none in between: the server
+	// sends its notifications in the order of the changes, so any for the
+	// unrelated ones would have come before this one.
+	f.must("follow-up", "t1", "then the docs")
+	if uri := <-updated; uri != "crew://inbox" {
+		t.Fatalf("update of %s, want crew://inbox", uri)
+	}
+	if n := len(updated); n != 0 {
+		t.Fatalf("%d updates more than the two changes of the inbox", n)
+	}
+	// crew://pending is the leader's list, whoever the server acts for.
+	mcpCall(t, f.ctx, cs, "crew_task_start", nil)
+	rep := mcpCall(t, f.ctx, cs, "crew_report", map[string]any{"body": "halfway", "priority": "high"})
+	if p := read("crew://pending"); len(p) != 1 || p[0].ID != rep["id"] || len(read("crew://inbox")) != 2 {
+		t.Fatalf("leader's pending %+v, want the report %v", p, rep["id"])
+	}
+	if _, err := cs.ReadResource(f.ctx, &mcp.ReadResourceParams{URI: "crew://nope"}); err == nil {
+		t.Fatal("reading an unknown resource succeeded")
+	}
+}
+
+// TestMCPInspector drives the built binary with the official MCP
+// Inspector's command-line mode (npm @modelcontextprotocol/inspector,
+// which .ci/run installs and names in CREW_MCP_INSPECTOR): it lists every
+// tool, calls one and reads a resource, as a client that is not the Go
+// SDK sees them.
+func TestMCPInspector(t *testing.T) {
+	inspector := os.Getenv("CREW_MCP_INSPECTOR")
+	if inspector == "" {
+		var err error
+		if inspector, err = exec.LookPath("mcp-inspector"); err != nil {
+			t.Skip("no MCP Inspector: set CREW_MCP_INSPECTOR to its mcp-inspector (npm install @modelcontextprotocol/inspector; .ci/run does)")
+		}
+	}
+	t.Parallel()
+	bin := buildCrew(t)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
+	defer cancel()
+	f := newMCPFixture(t, ctx, bin)
+	f.must("task", "add", "t1", "--title", "inspected")
+	inspect := func(v any, args ...string) {
+		t.Helper()
+		line := append([]string{"--cli", "-e", "CREW_DIR=" + filepath.Join(f.dir, ".crew"), "-e", "CREW_RUN=r1"}, args...)
+		cmd := exec.CommandContext(ctx, inspector, line...)
+		cmd.Dir, cmd.Env = f.dir, f.env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("mcp-inspector %v: %v\n%s", args, err, out)
+		}
+		if err := json.Unmarshal(out, v); err != nil {
+			t.Fatalf("mcp-inspector %v: %v\n%s", args, err, out)
+		}
+	}
+	var list struct{ Tools []struct{ Name string } }
+	inspect(&list, bin, "mcp", "--method", "tools/list")
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, mcpTools) {
+		t.Fatalf("the Inspector lists\n%v\nwant\n%v", names, mcpTools)
+	}
+	var call struct {
+		IsError           bool
+		StructuredContent struct{ ID, Status string }
+	}
+	inspect(&call, "-e", "CREW_TASK=t1", bin, "mcp", "--method", "tools/call", "--tool-name", "crew_task_start")
+	if call.IsError || call.StructuredContent.ID != "t1" || call.StructuredContent.Status != "running" {
+		t.Fatalf("crew_task_start through the Inspector: %+v", call)
+	}
+	f.must("steer", "t1", "steered")
+	var read struct{ Contents []struct{ URI, Text string } }
+	inspect(&read, "-e", "CREW_TASK=t1", bin, "mcp", "--method", "resources/read", "--uri", "crew://inbox")
+	if len(read.Contents) != 1 || !strings.Contains(read.Contents[0].Text, `"body":"steered"`) {
+		t.Fatalf("crew://inbox through the Inspector: %+v", read)
 	}
 }

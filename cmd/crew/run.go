@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
@@ -34,16 +35,16 @@ func runCommand() *cli.Command {
 // runRecord is a run as run list, show and wait print it with --json.
 type runRecord struct {
 	state.Manifest
-	Tasks    int           `json:"tasks"`
-	Summary  string        `json:"summary"`
-	Seq      int64         `json:"seq,omitempty"`
-	TaskList []*state.Task `json:"taskList,omitempty"`
+	TaskCount int           `json:"taskCount"`
+	Summary   string        `json:"summary"`
+	Seq       int64         `json:"seq,omitempty"`
+	Tasks     []*state.Task `json:"tasks,omitempty"` // as run report's "tasks"
 }
 
 // fullRecord is the record of a run with its tasks and last seq (run
 // list's leaves them out).
 func fullRecord(m state.Manifest, st *state.State) runRecord {
-	return runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: summary(st), TaskList: st.TaskList(), Seq: st.Seq}
+	return runRecord{Manifest: m, TaskCount: len(st.Tasks), Summary: summary(st), Tasks: st.TaskList(), Seq: st.Seq}
 }
 
 func runCreateCommand() *cli.Command {
@@ -112,7 +113,7 @@ func runList(c *cli.Context) error {
 			return err
 		}
 		sum := summary(st)
-		if err := e.emit(runRecord{Manifest: m, Tasks: len(st.Tasks), Summary: sum},
+		if err := e.emit(runRecord{Manifest: m, TaskCount: len(st.Tasks), Summary: sum},
 			fmt.Sprintf("%-28s %-40s %s", m.ID, human.Line(m.Title), sum)); err != nil {
 			return err
 		}
@@ -218,8 +219,8 @@ type progress struct {
 	width   int
 	last    string
 	lastAt  time.Time
-	key     string        // waitingKey of the questions in waiting
-	waiting []run.Waiting // the open questions, oldest first
+	key     string           // waitingKey of the questions in waiting
+	waiting []events.Message // the open questions, oldest first
 }
 
 func newProgress(e *env, r *run.Run) *progress {
@@ -257,7 +258,7 @@ func (p *progress) show(st *state.State, live map[string]*run.Liveness) {
 		p.waiting, p.key = nil, key
 		if key != "" {
 			if pend, err := p.r.Pending(run.Leader); pend != nil && err == nil {
-				p.waiting = pend.Waiting
+				p.waiting = questions(pend)
 			}
 		}
 	}
@@ -278,12 +279,12 @@ func summary(st *state.State) string { return reports.Summary(st) }
 
 // progressLine is the run's summary and what the oldest open question
 // asks: `3/5 done · 1 waiting: t2 asks "Which DB?"`, with "(+N more)" when
-// several tasks wait. waiting is run.Pending's list, oldest first.
-func progressLine(st *state.State, waiting []run.Waiting) string {
+// several tasks wait. waiting is the open questions, oldest first.
+func progressLine(st *state.State, waiting []events.Message) string {
 	line := summary(st)
 	if len(waiting) > 0 {
 		w := waiting[0]
-		line += fmt.Sprintf(": %s asks %q", w.Task.ID, shorten(strings.Join(strings.Fields(w.Question.Body), " "), 60))
+		line += fmt.Sprintf(": %s asks %q", w.Task, shorten(strings.Join(strings.Fields(w.Body), " "), 60))
 		if len(waiting) > 1 {
 			line += fmt.Sprintf(" (+%d more)", len(waiting)-1)
 		}

@@ -1,6 +1,6 @@
-// crew setup claude|codex: register crew mcp (and for Claude Code the
-// crew hooks) in the project's agent configuration, merged into what is
-// there.
+// crew setup claude|codex|gemini: register crew mcp (and for Claude
+// Code and Gemini CLI the crew hooks) in the project's agent
+// configuration, merged into what is there.
 
 package main
 
@@ -23,10 +23,10 @@ import (
 func setupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "setup",
-		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks) or codex (.codex/config.toml)",
+		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml) or gemini (.gemini/settings.json: MCP server and hooks)",
 		UsageText: "crew setup claude\ncrew setup claude --task t1 --run r1   # a worker's own checkout\n" +
 			"crew setup codex --dry-run",
-		ArgsUsage: "claude|codex",
+		ArgsUsage: "claude|codex|gemini",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "pin the run `ID` in the configuration (default: CREW_RUN of the agent's environment)"},
 			&cli.StringFlag{Name: "task", Usage: "pin the worker's task `ID` (default: CREW_TASK of the agent's environment)"},
@@ -47,7 +47,7 @@ type configFile struct {
 func setup(c *cli.Context) error {
 	e := newEnv(c)
 	if c.Args().Len() != 1 {
-		return fmt.Errorf("setup takes the agent: claude or codex: %w", crew.ErrInvalid)
+		return fmt.Errorf("setup takes the agent: claude, codex or gemini: %w", crew.ErrInvalid)
 	}
 	pin := []string{}
 	for _, name := range []string{"run", "task"} {
@@ -66,8 +66,10 @@ func setup(c *cli.Context) error {
 		files, err = setupClaude(dir, pin)
 	case "codex":
 		files, err = setupCodex(dir, pin)
+	case "gemini":
+		files, err = setupGemini(dir, pin)
 	default:
-		return fmt.Errorf("setup %q: crew sets up claude or codex (any other MCP client: run crew mcp): %w", agent, crew.ErrInvalid)
+		return fmt.Errorf("setup %q: crew sets up claude, codex or gemini (any other MCP client: run crew mcp): %w", agent, crew.ErrInvalid)
 	}
 	if err != nil {
 		return err
@@ -179,9 +181,6 @@ func object(doc map[string]any, key string) map[string]any {
 	return m
 }
 
-// hookEvents are the Claude Code hook events crew answers.
-var hookEvents = []string{hookSessionStart, hookPostToolUse, hookStop, hookUserPromptSubmit}
-
 // setupClaude: crew mcp in .mcp.json (the project's MCP servers), and a
 // crew hook per event in .claude/settings.json
 // (https://code.claude.com/docs/en/hooks: hooks.<Event>[] of {matcher,
@@ -194,19 +193,7 @@ func setupClaude(dir string, pin []string) ([]configFile, error) {
 		return nil, err
 	}
 	settings, err := mergeJSON(filepath.Join(dir, ".claude", "settings.json"), func(doc map[string]any) {
-		hooks := object(doc, "hooks")
-		for _, event := range hookEvents {
-			command := strings.Join(append([]string{"crew", "hook", "claude", event}, pin...), " ")
-			entry := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command}}}
-			if event == hookPostToolUse {
-				entry["matcher"] = "*"
-			}
-			groups, _ := hooks[event].([]any)
-			// Drop crew's own entries (an earlier setup, maybe with other
-			// pins); keep everything else in its place.
-			groups = slices.DeleteFunc(slices.Clone(groups), isCrewHook)
-			hooks[event] = append(groups, entry)
-		}
+		addHooks(doc, hookAgents[0], "*", pin)
 	})
 	if err != nil {
 		return nil, err
@@ -214,9 +201,44 @@ func setupClaude(dir string, pin []string) ([]configFile, error) {
 	return []configFile{mcpFile, settings}, nil
 }
 
+// setupGemini: crew mcp and a crew hook per event in
+// .gemini/settings.json (https://geminicli.com/docs/tools/mcp-server:
+// mcpServers.<name> of {command, args}; hooks as Claude Code's, a
+// missing matcher matching every tool:
+// https://geminicli.com/docs/hooks/reference).
+func setupGemini(dir string, pin []string) ([]configFile, error) {
+	settings, err := mergeJSON(filepath.Join(dir, ".gemini", "settings.json"), func(doc map[string]any) {
+		object(doc, "mcpServers")["crew"] = map[string]any{"command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
+		addHooks(doc, hookAgents[1], "", pin)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []configFile{settings}, nil
+}
+
+// addHooks sets doc's hooks.<Event>[] entry running crew hook for each
+// of a's events, the tool event with matcher toolMatcher (none when "").
+// crew's own entries (an earlier setup, maybe with other pins) are
+// replaced; everything else stays in its place.
+func addHooks(doc map[string]any, a hookAgent, toolMatcher string, pin []string) {
+	hooks := object(doc, "hooks")
+	prefix := "crew hook " + a.name + " "
+	for _, ev := range a.events {
+		command := prefix + strings.Join(append([]string{ev.name}, pin...), " ")
+		entry := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command}}}
+		if ev.at == atTool && toolMatcher != "" {
+			entry["matcher"] = toolMatcher
+		}
+		groups, _ := hooks[ev.name].([]any)
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g any) bool { return isCrewHook(g, prefix) })
+		hooks[ev.name] = append(groups, entry)
+	}
+}
+
 // isCrewHook reports whether a hooks group is one crew setup wrote: all
-// its commands are crew hook claude.
-func isCrewHook(group any) bool {
+// its commands start with prefix (crew hook AGENT).
+func isCrewHook(group any, prefix string) bool {
 	g, _ := group.(map[string]any)
 	hs, _ := g["hooks"].([]any)
 	if len(hs) == 0 {
@@ -225,7 +247,7 @@ func isCrewHook(group any) bool {
 	for _, h := range hs {
 		m, _ := h.(map[string]any)
 		cmd, _ := m["command"].(string)
-		if !strings.HasPrefix(cmd, "crew hook claude ") {
+		if !strings.HasPrefix(cmd, prefix) {
 			return false
 		}
 	}

@@ -84,9 +84,9 @@ func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
 	if len(post) != 2 || !strings.Contains(mustJSON(t, post[0]), "gofmt") || !strings.Contains(mustJSON(t, post[1]), "crew hook claude PostToolUse --task t1") {
 		t.Fatalf("PostToolUse hooks: %v", post)
 	}
-	for _, event := range hookEvents {
-		if !strings.Contains(mustJSON(t, hooks[event]), "crew hook claude "+event) {
-			t.Errorf("no crew hook for %s: %v", event, hooks[event])
+	for _, ev := range hookAgents[0].events {
+		if !strings.Contains(mustJSON(t, hooks[ev.name]), "crew hook claude "+ev.name) {
+			t.Errorf("no crew hook for %s: %v", ev.name, hooks[ev.name])
 		}
 	}
 	// Idempotent: a second run changes nothing.
@@ -103,6 +103,45 @@ func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
 	post = readJSON(t, settings)["hooks"].(map[string]any)["PostToolUse"].([]any)
 	if len(post) != 2 || !strings.Contains(mustJSON(t, post[1]), "--task t2") {
 		t.Fatalf("after --task t2: %v", post)
+	}
+}
+
+// TestSetupGemini: one file, .gemini/settings.json, gets the MCP server
+// and a hook per Gemini CLI event, next to the user's settings and hooks;
+// a second run changes nothing.
+func TestSetupGemini(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	settings := filepath.Join(dir, ".gemini", "settings.json")
+	writeFile(t, settings, `{"theme": "GitHub", "mcpServers": {"db": {"command": "db-mcp"}},
+  "hooks": {"AfterTool": [{"matcher": "write_file", "hooks": [{"type": "command", "command": "gofmt -w ."}]}]}}`)
+	out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1")
+	if out != "updated "+settings+"\n" {
+		t.Fatalf("setup printed:\n%s", out)
+	}
+	doc := readJSON(t, settings)
+	servers := doc["mcpServers"].(map[string]any)
+	if doc["theme"] != "GitHub" || servers["db"] == nil {
+		t.Fatalf("user content lost: %v", doc)
+	}
+	if got := mustJSON(t, servers["crew"]); got != `{"args":["mcp","--run","r1","--task","t1"],"command":"crew"}` {
+		t.Fatalf("crew server: %s", got)
+	}
+	hooks := doc["hooks"].(map[string]any)
+	after := hooks["AfterTool"].([]any)
+	if len(after) != 2 || !strings.Contains(mustJSON(t, after[0]), "gofmt") {
+		t.Fatalf("AfterTool hooks: %v", after)
+	}
+	if got := mustJSON(t, after[1]); got != `{"hooks":[{"command":"crew hook gemini AfterTool --run r1 --task t1","type":"command"}]}` {
+		t.Fatalf("crew's AfterTool hook (no matcher: every tool): %s", got)
+	}
+	for _, ev := range []string{"SessionStart", "AfterAgent", "BeforeAgent"} {
+		if !strings.Contains(mustJSON(t, hooks[ev]), "crew hook gemini "+ev+" --run r1") {
+			t.Errorf("no crew hook for %s: %v", ev, hooks[ev])
+		}
+	}
+	if out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1"); out != "unchanged "+settings+"\n" {
+		t.Fatalf("second setup printed:\n%s", out)
 	}
 }
 

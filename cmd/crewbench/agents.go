@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,6 +40,78 @@ func hookIdle(tmp string, c config, n int) (p50, p99 float64, err error) {
 			return 0, 0, err
 		}
 		ms = append(ms, v)
+	}
+	return percentile(ms, 50), percentile(ms, 99), nil
+}
+
+// hookSeen measures how soon a steer reaches a Claude Code worker: a
+// simulated agent loop runs `crew hook claude PostToolUse` (a process, as
+// Claude Code runs it) with period between the end of one call and the
+// start of the next, as between tool calls; the leader sends n steers
+// one at a time, each at a random moment of the loop, through the
+// library. A sample is the time from the send's return (the steer
+// durable) to the end of the hook call whose answer carries the steer's
+// id. It returns the 50th and 99th percentiles in milliseconds; the goal
+// is within one period.
+func hookSeen(tmp string, c config, n int, period time.Duration) (p50, p99 float64, err error) {
+	dir := filepath.Join(tmp, "seen")
+	r, err := newRun(dir, "seen", "s1")
+	if err != nil {
+		return 0, 0, err
+	}
+	r.SetAsync(false) // as a crew steer process: its projections are written when it returns
+	env := append(crewEnv(filepath.Join(dir, ".crew"), "seen"), "CREW_TASK=s1")
+	var (
+		mu   sync.Mutex
+		want string    // the id of the steer in flight
+		sent time.Time // when its send returned
+		seen = make(chan float64)
+		stop = make(chan struct{})
+		fail = make(chan error, 1)
+	)
+	go func() { // the agent's loop
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(period):
+			}
+			cmd, stderr := command(c.crew, env, "hook", "claude", "PostToolUse")
+			out, err := cmd.Output()
+			end := time.Now()
+			if err != nil {
+				fail <- fmt.Errorf("crew hook claude PostToolUse: %v: %s", err, stderr)
+				return
+			}
+			mu.Lock()
+			id, at := want, sent
+			if id != "" && bytes.Contains(out, []byte(id)) {
+				want = ""
+				mu.Unlock()
+				seen <- float64(end.Sub(at).Microseconds()) / 1000
+				continue
+			}
+			mu.Unlock()
+		}
+	}()
+	defer close(stop)
+	ctx := context.Background()
+	var ms []float64
+	for i := range n {
+		time.Sleep(time.Duration(rand.Int64N(int64(period))))
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "s1", From: run.Leader, Body: body("steer", i, 120)})
+		if err != nil {
+			return 0, 0, err
+		}
+		mu.Lock()
+		want, sent = m.ID, time.Now()
+		mu.Unlock()
+		select {
+		case v := <-seen:
+			ms = append(ms, v)
+		case err := <-fail:
+			return 0, 0, err
+		}
 	}
 	return percentile(ms, 50), percentile(ms, 99), nil
 }

@@ -16,6 +16,7 @@ import (
 const largeTasks = 32
 
 type large struct {
+	run       *run.Run
 	env       []string // environment of a crew process in the run
 	events    int64    // events in the log
 	took      time.Duration
@@ -40,21 +41,56 @@ type large struct {
 // ten steers to one task: the messages tail_read_ms reads.
 func largeRun(tmp string, c config) (*large, error) {
 	dir := filepath.Join(tmp, "large")
-	var tasks []string
-	for i := range largeTasks {
-		tasks = append(tasks, fmt.Sprintf("t%02d", i+1))
-	}
+	tasks := taskIDs("t%02d", largeTasks)
 	r, err := newRun(dir, "large", tasks...)
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	st, err := r.State()
+	took, done, err := fill(r, tasks, int64(c.events)-10)
 	if err != nil {
 		return nil, err
 	}
+	l := &large{run: r, env: crewEnv(filepath.Join(dir, ".crew"), "large"), took: took, tailTask: tasks[0]}
+	for i := range 10 {
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: l.tailTask, From: run.Leader, Body: body("steer", i, 150)})
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			l.tailSince = m.Seq - 1
+		}
+	}
+	r.Sync() // measure a run at rest: every projection written
+	st, err := r.TaskState()
+	if err != nil {
+		return nil, err
+	}
+	l.events = st.Seq
+	l.perS = float64(done) / took.Seconds()
+	return l, nil
+}
+
+// taskIDs returns n task ids made with format from 1 … n.
+func taskIDs(format string, n int) []string {
+	var tasks []string
+	for i := range n {
+		tasks = append(tasks, fmt.Sprintf(format, i+1))
+	}
+	return tasks
+}
+
+// fill runs the conversation of each task (converse) in a goroutine per
+// task, with group commit, until r's log holds about total events. It
+// returns how long that took and how many events it added.
+func fill(r *run.Run, tasks []string, total int64) (time.Duration, int64, error) {
+	ctx := context.Background()
+	st, err := r.TaskState()
+	if err != nil {
+		return 0, 0, err
+	}
 	var budget atomic.Int64
-	budget.Store(int64(c.events) - st.Seq - 10)
+	budget.Store(total - st.Seq)
 	var done atomic.Int64
 	next := func() bool {
 		if budget.Add(-1) < 0 {
@@ -82,27 +118,7 @@ func largeRun(tmp string, c config) (*large, error) {
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	took := time.Since(start)
-	l := &large{env: crewEnv(filepath.Join(dir, ".crew"), "large"), took: took, tailTask: tasks[0]}
-	for i := range 10 {
-		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: l.tailTask, From: run.Leader, Body: body("steer", i, 150)})
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			l.tailSince = m.Seq - 1
-		}
-	}
-	r.Sync() // measure a run at rest: every projection written
-	if st, err = r.TaskState(); err != nil {
-		return nil, err
-	}
-	l.events = st.Seq
-	l.perS = float64(done.Load()) / took.Seconds()
-	return l, nil
+	return time.Since(start), done.Load(), first
 }
 
 // converse runs the ten-operation conversation of one task until next

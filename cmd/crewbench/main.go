@@ -45,6 +45,10 @@ type config struct {
 	only     map[string]bool // parts to run; all when empty
 }
 
+// seenPeriod is the simulated agent's time between tool calls in
+// seen_ms: a hook call every 50 ms (the issue's loop).
+const seenPeriod = 50 * time.Millisecond
+
 // runs reports whether the part is to be run.
 func (c config) runs(part string) bool { return len(c.only) == 0 || c.only[part] }
 
@@ -68,7 +72,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,nats (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,ui,nats (for work on one figure)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -117,21 +121,24 @@ type result struct {
 	OpenMs       float64 `json:"open_ms"`
 	PeakRSSMB    float64 `json:"peak_rss_mb"`
 
-	SendPerS      float64 `json:"send_per_s"`
-	SendSyncRatio float64 `json:"send_sync_ratio"` // one writer, each call waiting for its projections
-	SendSyncPerS  float64 `json:"send_sync_per_s"`
-	WakeCallP50ms float64 `json:"wake_call_p50_ms"` // from Respond's call instead of its return
-	GroupPerS     float64 `json:"group_per_s"`
-	RawCreatePerS float64 `json:"raw_create_per_s"` // new 600-byte files per second, no fsync: the mail-tree copies' ceiling
-	RawGroupPerS  float64 `json:"raw_group_per_s"`  // 16 goroutines, a group-committed line and a new file per message, nothing else
-	VersionPerS   float64 `json:"version_per_s"`    // crew version processes per second: cli_ops_per_s's ceiling
-	WakeEarly     int     `json:"wake_early"`       // samples where the answer was printed before Respond returned
-	Events        int64   `json:"events"`           // events in the large run
-	GenEventsPerS float64 `json:"gen_events_per_s"`
-	InboxMessages int     `json:"inbox_messages"`
-	InboxMs       float64 `json:"inbox_ms"`
-	CPUs          int     `json:"cpus"`
-	GoVersion     string  `json:"go"`
+	SendPerS       float64 `json:"send_per_s"`
+	SendSyncRatio  float64 `json:"send_sync_ratio"` // one writer, each call waiting for its projections
+	SendSyncPerS   float64 `json:"send_sync_per_s"`
+	WakeCallP50ms  float64 `json:"wake_call_p50_ms"` // from Respond's call instead of its return
+	GroupPerS      float64 `json:"group_per_s"`
+	RawCreatePerS  float64 `json:"raw_create_per_s"` // new 600-byte files per second, no fsync: the mail-tree copies' ceiling
+	RawGroupPerS   float64 `json:"raw_group_per_s"`  // 16 goroutines, a group-committed line and a new file per message, nothing else
+	VersionPerS    float64 `json:"version_per_s"`    // crew version processes per second: cli_ops_per_s's ceiling
+	HelloPerS      float64 `json:"hello_per_s"`      // a static Go hello-world's processes per second: the least a process costs
+	VersionOfHello float64 `json:"version_of_hello"` // version_per_s ÷ hello_per_s, round by round
+	CLIOfHello     float64 `json:"cli_of_hello"`     // cli_ops_per_s ÷ hello_per_s
+	WakeEarly      int     `json:"wake_early"`       // samples where the answer was printed before Respond returned
+	Events         int64   `json:"events"`           // events in the large run
+	GenEventsPerS  float64 `json:"gen_events_per_s"`
+	InboxMessages  int     `json:"inbox_messages"`
+	InboxMs        float64 `json:"inbox_ms"`
+	CPUs           int     `json:"cpus"`
+	GoVersion      string  `json:"go"`
 
 	// The JetStream store (nats.go).
 	NATSSendRatio      float64 `json:"nats_send_ratio"`
@@ -144,8 +151,16 @@ type result struct {
 	// Agents (agents.go): crew hook claude and crew mcp.
 	HookIdleP50ms float64 `json:"hook_idle_ms_p50"`
 	HookIdleP99ms float64 `json:"hook_idle_ms_p99"`
+	SeenP50ms     float64 `json:"seen_p50_ms"`
+	SeenP99ms     float64 `json:"seen_p99_ms"`
 	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
 	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
+
+	// The dashboard (ui.go): crew serve's pages.
+	UIUpdateP50ms float64 `json:"ui_update_p50_ms"`
+	UIUpdateP99ms float64 `json:"ui_update_p99_ms"`
+	UIBoardMs     float64 `json:"ui_board_ms"`
+	UIBoardEvents int64   `json:"ui_board_events"` // events in the run of ui_board_ms
 }
 
 // step prints progress on stderr.
@@ -169,12 +184,15 @@ func bench(c config) error {
 	}
 	if c.crew == "" {
 		c.crew = filepath.Join(tmp, "crew")
-		step("building crew into %s", c.crew)
-		build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", c.crew, "github.com/crew-dev/crew/cmd/crew") // as make build does
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("go build (run crewbench inside the crew module, or give -crew): %v\n%s", err, out)
+		step("building crew (lite) and crew-full into %s", tmp)
+		// As make build does: the lite build as crew, which hands crew mcp
+		// and --store commands to crew-full beside it.
+		for bin, tags := range map[string]string{c.crew: "urfave_cli_no_docs,crew_lite", c.crew + "-full": "urfave_cli_no_docs"} {
+			build := exec.Command("go", "build", "-tags", tags, "-o", bin, "github.com/crew-dev/crew/cmd/crew")
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				return fmt.Errorf("go build (run crewbench inside the crew module, or give -crew): %v\n%s", err, out)
+			}
 		}
 	} else if c.crew, err = filepath.Abs(c.crew); err != nil {
 		return err
@@ -241,12 +259,21 @@ func bench(c config) error {
 		if res.CLIOpsPerS, err = cliOps(tmp, c); err != nil {
 			return err
 		}
-		if res.VersionPerS, err = versionOps(c, c.cliOps/3); err != nil {
+		hello, err := helloOps(filepath.Join(tmp, "hello"))
+		if err != nil {
 			return err
 		}
+		step("crew version against a hello-world process, %d rounds of %s each", c.rounds, c.round)
+		hellos, versions, err := alternateWith(c, "hello", hello, "version", versionOps(c))
+		if err != nil {
+			return err
+		}
+		res.HelloPerS, res.VersionPerS = median(hellos), median(versions)
+		res.VersionOfHello, res.CLIOfHello = medianRatio(versions, hellos), res.CLIOpsPerS/res.HelloPerS
 		rows = append(rows,
 			row{"cli_ops_per_s", "sequential `crew steer` processes per second", f0(res.CLIOpsPerS), "≥ 300", ""},
-			row{"version_per_s", "sequential `crew version` processes per second: starting crew, and nothing else", f0(res.VersionPerS), "(reference)", "the ceiling of cli_ops_per_s"})
+			row{"cli_of_hello", "cli_ops_per_s ÷ hello_per_s: a steer process against the least a process can do", f2(res.CLIOfHello), "≥ 0.7", ""},
+			row{"version_of_hello", "sequential `crew version` processes ÷ hello-world processes, same rounds: starting crew, and nothing else", f2(res.VersionOfHello), "≥ 0.85", fmt.Sprintf("%.0f crew version/s, %.0f hello/s", res.VersionPerS, res.HelloPerS)})
 	}
 
 	if c.runs("wake") {
@@ -263,9 +290,10 @@ func bench(c config) error {
 		)
 	}
 
+	var big *large // the large run, for ui_board_ms
 	if c.runs("large") {
 		step("generating a run of %d events through the library", c.events)
-		big, err := largeRun(tmp, c)
+		big, err = largeRun(tmp, c)
 		if err != nil {
 			return err
 		}
@@ -302,6 +330,11 @@ func bench(c config) error {
 		if res.HookIdleP50ms, res.HookIdleP99ms, err = hookIdle(tmp, c, c.wake); err != nil {
 			return err
 		}
+		seen := max(c.wake/4, 10)
+		step("%d steers seen by a hook loop of %s", seen, seenPeriod)
+		if res.SeenP50ms, res.SeenP99ms, err = hookSeen(tmp, c, seen, seenPeriod); err != nil {
+			return err
+		}
 		step("steers through one crew mcp session against the library, %d rounds of %s each", c.rounds, c.round)
 		lib, viaMCP, stop, err := mcpSteer(tmp, c)
 		if err != nil {
@@ -315,8 +348,15 @@ func bench(c config) error {
 		res.MCPSteerPerS, res.MCPSteerRatio = median(mcpS), medianRatio(mcpS, libS)
 		rows = append(rows,
 			row{"hook_idle_ms", "`crew hook claude PostToolUse` with nothing new, whole process: p50 / p99", f2(res.HookIdleP50ms) + " / " + f2(res.HookIdleP99ms), "≤ 3 / ≤ 10", fmt.Sprintf("%d samples", c.wake)},
+			row{"seen_ms", fmt.Sprintf("steer sent → in the answer of the next `crew hook claude PostToolUse` of a loop calling it every %s: p50 / p99", seenPeriod), f2(res.SeenP50ms) + " / " + f2(res.SeenP99ms), fmt.Sprintf("≤ %d (one loop period)", seenPeriod.Milliseconds()), fmt.Sprintf("%d steers", seen)},
 			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
 		)
+	}
+
+	if c.runs("ui") {
+		if rows, err = benchUI(tmp, c, big, &res, rows); err != nil {
+			return err
+		}
 	}
 
 	if c.runs("nats") {

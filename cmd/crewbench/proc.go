@@ -45,14 +45,41 @@ func timeProcess(crewBin string, env []string, args ...string) (float64, error) 
 	return ms, nil
 }
 
-// versionOps runs `crew version` processes one after another for d and
-// returns processes per second: what starting a crew process costs here,
-// the ceiling of cliOps.
-func versionOps(c config, d time.Duration) (float64, error) {
+// versionOps returns the driver of version_per_s: `crew version`
+// processes one after another, per second: what starting a crew process
+// costs here, the ceiling of cliOps.
+func versionOps(c config) func(time.Duration) (float64, error) {
 	return rate(func(int) error {
 		_, err := timeProcess(c.crew, crewEnv("", ""), "version")
 		return err
-	})(d)
+	})
+}
+
+// helloOps builds, into dir, the least a command-line program can be in
+// Go (static, printing one line) and returns the driver of hello_per_s:
+// its processes one after another, per second, as versionOps runs crew.
+func helloOps(dir string) (func(time.Duration) (float64, error), error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for name, text := range map[string]string{
+		"go.mod":  "module hello\n\ngo 1.22\n",
+		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	bin := filepath.Join(dir, "hello")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build hello: %v\n%s", err, out)
+	}
+	return rate(func(int) error {
+		_, err := timeProcess(bin, nil)
+		return err
+	}), nil
 }
 
 // cliOps runs `crew steer` processes one after another for c.cliOps and

@@ -1,0 +1,119 @@
+// crew serve: the live web dashboard (package web).
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/web"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve a live web dashboard of the runs: boards, threads, timeline, events; respond, steer, cancel … from the page (leader)",
+		UsageText: "crew serve                       # prints http://127.0.0.1:7777/?token=…; open it\n" +
+			"crew serve --addr 127.0.0.1:0 --open\n" +
+			"crew serve --addr 0.0.0.0:7777 --allow-remote   # other machines: anyone with the URL acts as leader",
+		Flags: []cli.Flag{asFlag,
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:7777", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow an --addr that is not a loopback address (other machines can then reach the dashboard); prints a warning"},
+			&cli.BoolFlag{Name: "open", Usage: "open the dashboard in the default browser"},
+		},
+		Action: serve,
+	}
+}
+
+// serve listens, prints the URL with its token, and serves until
+// interrupted (exit 130, as --follow ends).
+func serve(c *cli.Context) error {
+	e := newEnv(c)
+	if c.Args().Len() > 0 {
+		return fmt.Errorf("crew serve takes no arguments: %q: %w", c.Args().Slice(), crew.ErrInvalid)
+	}
+	addr := c.String("addr")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--addr %q: want HOST:PORT, such as 127.0.0.1:7777: %w", addr, crew.ErrInvalid)
+	}
+	remote := !web.Loopback(addr)
+	if remote && !c.Bool("allow-remote") {
+		return fmt.Errorf("--addr %s is not a loopback address: other machines could reach the dashboard and act as the leader; add --allow-remote to mean it: %w", addr, crew.ErrInvalid)
+	}
+	actor, err := e.actor("")
+	if err != nil {
+		return err
+	}
+	root, err := e.root()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	hosts, err := web.Hosts(ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	token := web.NewToken()
+	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor})
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String() + "/?token=" + token
+	if remote {
+		fmt.Fprintf(e.stderr, "crew: warning: serving on %s, not a loopback address: anyone who reaches it with the token acts as the leader, over plain HTTP\n", ln.Addr())
+	}
+	if err := e.emit(map[string]string{"url": url}, url); err != nil {
+		return err
+	}
+	if c.Bool("open") {
+		if err := openBrowser(url); err != nil {
+			fmt.Fprintf(e.stderr, "crew: could not open a browser (%v); open the URL above\n", err)
+		}
+	}
+	return serveUntil(c.Context, ln, s)
+}
+
+// serveUntil serves on ln until ctx ends, then shuts the server down,
+// giving open requests a second.
+func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return ctx.Err()
+	}
+}
+
+// openBrowser opens url in the desktop's browser.
+func openBrowser(url string) error {
+	name, args := "xdg-open", []string{url}
+	switch runtime.GOOS {
+	case "darwin":
+		name = "open"
+	case "windows":
+		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
+	}
+	return exec.Command(name, args...).Start()
+}

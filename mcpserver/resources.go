@@ -1,0 +1,167 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The resources: what is open for the worker and for the leader, read
+// without marking anything delivered (crew pending), as JSON. A client
+// that subscribes to one gets notifications/resources/updated when its
+// content changes (MCP specification, server/resources, "Subscriptions").
+// Clients may ignore them: the instructions tell an agent to call
+// crew_inbox at its safe points, which does not depend on them.
+const (
+	// InboxURI is the server's task's messages not yet acknowledged
+	// (listed only for a worker's server, one started with a task).
+	InboxURI = "crew://inbox"
+	// PendingURI is the leader's pending list: the workers' questions
+	// and reports not yet acknowledged.
+	PendingURI = "crew://pending"
+)
+
+// resource is one of the server's resources: its URI, its listing and
+// the command line that reads it.
+type resource struct {
+	res  *mcp.Resource
+	argv []string
+}
+
+func resources(o Options) []resource {
+	rs := []resource{{
+		res: &mcp.Resource{URI: PendingURI, Name: "pending", MIMEType: "application/json",
+			Title:       "The leader's pending list",
+			Description: `The workers' questions (kind question: the task waits for crew_respond) and reports not yet acknowledged, most urgent first, then oldest first; {"pending":[message, ...]}. Reading marks nothing delivered.`},
+		argv: []string{"pending", "--task="}, // the leader's view, whoever the server acts for
+	}}
+	if o.Task != "" {
+		rs = append(rs, resource{
+			res: &mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "application/json",
+				Title:       "Your messages not yet acknowledged",
+				Description: `Task ` + o.Task + `'s messages from the leader not yet acknowledged (steers, follow-ups, nudges, responses, broadcasts), most urgent first; {"pending":[message, ...]}. Reading marks nothing delivered: call crew_inbox to take them.`},
+			argv: []string{"pending"},
+		})
+	}
+	return rs
+}
+
+// watch holds the subscribed resources and the content each had when its
+// subscribers last heard of it.
+type watch struct {
+	s     *mcp.Server
+	exec  Exec
+	byURI map[string]resource
+
+	mu   sync.Mutex
+	subs map[string]*subscription
+}
+
+type subscription struct {
+	clients int    // subscribe requests not yet unsubscribed
+	last    string // the content last read
+}
+
+func newWatch(o Options) *watch {
+	w := &watch{exec: o.Exec, byURI: map[string]resource{}, subs: map[string]*subscription{}}
+	for _, r := range resources(o) {
+		w.byURI[r.res.URI] = r
+	}
+	return w
+}
+
+// add registers the resources with s, which sends the notifications.
+func (w *watch) add(s *mcp.Server) {
+	w.s = s
+	for _, r := range w.byURI {
+		s.AddResource(r.res, w.read)
+	}
+}
+
+// content reads a resource: what its command prints, as the object
+// crew_pending returns.
+func (w *watch) content(ctx context.Context, r resource) (string, error) {
+	stdout, err := w.exec(ctx, r.argv, "")
+	if err != nil {
+		return "", err
+	}
+	raw, err := output(stdout, "pending")
+	return string(raw), err
+}
+
+func (w *watch) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	r, ok := w.byURI[req.Params.URI]
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	text, err := w.content(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.res.URI, MIMEType: r.res.MIMEType, Text: text}}}, nil
+}
+
+func (w *watch) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	r, ok := w.byURI[req.Params.URI]
+	if !ok {
+		return mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	text, err := w.content(ctx, r)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sub := w.subs[r.res.URI]; sub != nil {
+		sub.clients++
+		return nil
+	}
+	w.subs[r.res.URI] = &subscription{clients: 1, last: text}
+	return nil
+}
+
+func (w *watch) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sub := w.subs[req.Params.URI]; sub != nil {
+		if sub.clients--; sub.clients <= 0 {
+			delete(w.subs, req.Params.URI)
+		}
+	}
+	return nil
+}
+
+// changed re-reads every subscribed resource and notifies its
+// subscribers when its content differs from what they last heard of.
+func (w *watch) changed(ctx context.Context) error {
+	w.mu.Lock()
+	uris := make([]string, 0, len(w.subs))
+	for uri := range w.subs {
+		uris = append(uris, uri)
+	}
+	w.mu.Unlock()
+	var errs []error
+	for _, uri := range uris {
+		text, err := w.content(ctx, w.byURI[uri])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read %s: %w", uri, err))
+			continue
+		}
+		w.mu.Lock()
+		sub := w.subs[uri]
+		fresh := sub != nil && sub.last != text
+		if fresh {
+			sub.last = text
+		}
+		w.mu.Unlock()
+		if fresh {
+			if err := w.s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

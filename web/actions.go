@@ -1,0 +1,128 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
+)
+
+// sendKinds is the kind of message each task action that sends one
+// sends (the commands crew respond, steer, follow-up and nudge).
+var sendKinds = map[string]string{
+	"respond":   events.KindResponse,
+	"steer":     events.KindSteer,
+	"follow-up": events.KindFollowUp,
+	"nudge":     events.KindNudge,
+}
+
+// taskOps is the transition of each task action that moves a task (crew
+// task cancel, crew task retry).
+var taskOps = map[string]task.Op{
+	"cancel": task.Cancel,
+	"retry":  task.Retry,
+}
+
+// taskAction carries out an action on one task: a message (sendKinds)
+// or a transition (taskOps), as the command line's operation of the
+// same name does, recorded with the server's actor. It returns to the
+// page the form came from with the outcome or the error.
+func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
+	rn, err := s.open(r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, action := r.PathValue("task"), r.PathValue("action")
+	if err := crew.ValidateID("task", id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	actor := s.actorFor(rn)
+	var text string
+	switch kind, op := sendKinds[action], taskOps[action]; {
+	case kind != "":
+		var m *events.Message
+		m, err = rn.Send(r.Context(), run.SendOptions{Kind: kind, Task: id, From: actor,
+			Body: formBody(r), Priority: priority(r)})
+		if err == nil {
+			text = fmt.Sprintf("%s sent to %s as %s (seq %d, message %s)", kind, id, actor, m.Seq, m.ID)
+		}
+	case op != "":
+		var t *state.Task
+		t, err = rn.Transition(r.Context(), id, op, actor, r.PostFormValue("reason"), nil)
+		if err == nil {
+			text = fmt.Sprintf("%s is %s (by %s)", id, t.Status, actor)
+		}
+	default:
+		s.fail(w, r, fmt.Errorf("no action %q on a task: %w", action, crew.ErrNotFound))
+		return
+	}
+	s.done(w, r, rn, action, text, err)
+}
+
+// broadcast sends a message to every task of the run that has not ended
+// (crew broadcast).
+func (s *Server) broadcast(w http.ResponseWriter, r *http.Request) {
+	rn, err := s.open(r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	actor := s.actorFor(rn)
+	m, err := rn.Send(r.Context(), run.SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: actor,
+		Body: formBody(r), Priority: priority(r)})
+	text := ""
+	if err == nil {
+		text = fmt.Sprintf("broadcast sent as %s (seq %d, message %s)", actor, m.Seq, m.ID)
+	}
+	s.done(w, r, rn, "broadcast", text, err)
+}
+
+// ack acknowledges messages addressed to the leader (crew ack): the
+// form's "id" values.
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+	rn, err := s.open(r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ids := r.PostForm["id"]
+	err = rn.Acknowledge(r.Context(), run.Leader, ids, false, "")
+	s.done(w, r, rn, "acknowledge", "acknowledged "+strings.Join(ids, ", "), err)
+}
+
+// done returns to the page the form came from (303) with the outcome of
+// the action, or its error, to show once.
+func (s *Server) done(w http.ResponseWriter, r *http.Request, rn *run.Run, action, text string, err error) {
+	ok := err == nil
+	if !ok {
+		text = action + " refused: " + err.Error()
+		if errors.Is(err, crew.ErrDamaged) {
+			text += " (the log is damaged: run crew repair)"
+		}
+	}
+	key := s.putFlash(ok, text)
+	to := back(r, rn.ID())
+	http.Redirect(w, r, to+"?flash="+url.QueryEscape(key), http.StatusSeeOther)
+}
+
+// formBody is the form's body field with the line breaks a browser
+// sends (CRLF) turned back into the LF a terminal would have sent.
+func formBody(r *http.Request) string {
+	return strings.ReplaceAll(r.PostFormValue("body"), "\r\n", "\n")
+}
+
+func priority(r *http.Request) string {
+	if p := r.PostFormValue("priority"); p != "" {
+		return p
+	}
+	return "normal"
+}

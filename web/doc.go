@@ -1,0 +1,23 @@
+// Package web is crew's live dashboard, served by crew serve: the HTTP
+// server, its pages (runs, a run's board, timeline and event log, a
+// task's thread), its actions (respond, steer, follow-up, nudge,
+// broadcast, cancel, retry, acknowledge) and the server-sent events that
+// keep open pages live. Templates, script and style are embedded
+// (go:embed); nothing is built outside Go.
+//
+// Pages are built from a run's state (store.Log.State: the snapshot and
+// the log after it) and cursors on its log, never by replaying it into
+// memory; a thread and the timeline stream the log once. Actions call
+// the operations of package run that the command line calls, with the
+// same errors. Live updates follow the log with run.Run.Watch (fsnotify
+// on files, a subscription on NATS), as crew events --follow does; a
+// reconnecting page resumes after the seq in its Last-Event-ID.
+//
+// Security (docs/cli.md, crew serve): every request must carry the
+// server's random token, first in the URL crew serve prints, then in an
+// HttpOnly SameSite=Strict cookie; its Host header must name the address
+// served (against DNS rebinding); state-changing requests are POST with
+// a CSRF token and an Origin of the address served. Every page is sent
+// with a Content-Security-Policy that allows no inline script, and
+// everything shown is escaped by html/template for its context.
+package web

@@ -1,0 +1,223 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/run"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options configure a Server.
+type Options struct {
+	// Hosts are the Host header values requests may carry (Hosts gives
+	// them for the address listened on); a request naming another host
+	// is refused (421).
+	Hosts []string
+	// Token is the secret every request must carry (NewToken makes one).
+	Token string
+	// Actor is the name actions are recorded with; "" is each run's
+	// leader (crew --as).
+	Actor string
+}
+
+// Server serves the dashboard of the runs of one state root. It is an
+// http.Handler.
+type Server struct {
+	root    *run.Root
+	actor   string
+	guard   *guard
+	handler http.Handler
+	tmpl    *template.Template
+
+	mu     sync.Mutex
+	runs   map[string]*run.Run // opened runs, by id
+	flashs map[string]flash    // outcomes of actions, by key, shown once
+}
+
+// New returns a server for root. Options.Token must be set and
+// Options.Hosts hold at least one host; otherwise crew.ErrInvalid.
+func New(root *run.Root, o Options) (*Server, error) {
+	if len(o.Token) < 32 || len(o.Hosts) == 0 {
+		return nil, fmt.Errorf("web server: a token of at least 32 characters and a host are needed: %w", crew.ErrInvalid)
+	}
+	tmpl, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{root: root, actor: o.Actor, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl,
+		runs: map[string]*run.Run{}, flashs: map[string]flash{}}
+	static, _ := fs.Sub(staticFS, "static")
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", s.runsPage)
+	mux.HandleFunc("GET /runs/{run}/{$}", s.boardPage)
+	mux.HandleFunc("GET /runs/{run}/timeline", s.timelinePage)
+	mux.HandleFunc("GET /runs/{run}/events", s.eventsPage)
+	mux.HandleFunc("GET /runs/{run}/live", s.live)
+	mux.HandleFunc("GET /runs/{run}/tasks/{task}", s.threadPage)
+	mux.HandleFunc("POST /runs/{run}/tasks/{task}/{action}", s.taskAction)
+	mux.HandleFunc("POST /runs/{run}/broadcast", s.broadcast)
+	mux.HandleFunc("POST /runs/{run}/ack", s.ack)
+	s.handler = s.guard.wrap(mux)
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// CSRF returns the CSRF token forms carry (for tests and tools that post
+// to the server).
+func (s *Server) CSRF() string { return s.guard.csrf }
+
+// open returns the run id, opened once and kept.
+func (s *Server) open(id string) (*run.Run, error) {
+	if err := crew.ValidateID("run", id); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.runs[id]; r != nil {
+		return r, nil
+	}
+	r, err := s.root.Open(id)
+	if err != nil {
+		return nil, err
+	}
+	s.runs[id] = r
+	return r, nil
+}
+
+// actorFor is the name an action in r is recorded with.
+func (s *Server) actorFor(r *run.Run) string {
+	if s.actor != "" {
+		return s.actor
+	}
+	return r.Manifest.Leader
+}
+
+// page is what every page template gets.
+type page struct {
+	Title  string
+	CSRF   string
+	Run    string // the run the page shows, "" for the runs list
+	Tab    string // board, timeline, events, thread
+	Task   string // the task a thread page shows: its live updates follow the events about it
+	Stream string // the URL of the page's live updates, "" for none
+	Seq    int64  // the seq the page reflects: live updates start after it
+	Flash  *flash
+	Damage string // the damage met reading the log, shown as a banner
+	Data   any
+}
+
+// render writes the page template name, or only its main part (the
+// "main" template) when the request asks for a fragment (?fragment=1:
+// the live update of an open page). It renders into a buffer first, so
+// that a failure sends an error, not half a page.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p *page) {
+	s.renderStatus(w, r, http.StatusOK, name, p)
+}
+
+// renderStatus is render with an HTTP status other than 200.
+func (s *Server) renderStatus(w http.ResponseWriter, r *http.Request, code int, name string, p *page) {
+	p.CSRF = s.guard.csrf
+	if p.Flash == nil {
+		p.Flash = s.takeFlash(r.URL.Query().Get("flash"))
+	}
+	var b bytes.Buffer
+	t := name
+	if r.URL.Query().Get("fragment") == "1" {
+		t = name + ".main"
+	}
+	if err := s.tmpl.ExecuteTemplate(&b, t, p); err != nil {
+		http.Error(w, "crew serve: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(b.Bytes())
+}
+
+// fail answers a page request that could not be built, with the HTTP
+// status of err's class (statusOf) and its message, in the page layout.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.renderStatus(w, r, statusOf(err), "error", &page{Title: "Error", Data: err.Error()})
+}
+
+// statusOf maps crew's error classes to HTTP statuses, as cmd/crew maps
+// them to exit codes (docs/cli.md, Exit codes).
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, crew.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, crew.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, crew.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, crew.ErrTimeout):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// flash is the outcome of an action, shown once on the page the action
+// returns to.
+type flash struct {
+	OK   bool
+	Text string
+	at   time.Time
+}
+
+// putFlash keeps f for the next page and returns its key. Outcomes not
+// shown within ten minutes are dropped.
+func (s *Server) putFlash(ok bool, text string) string {
+	key := NewToken()[:16]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for k, f := range s.flashs {
+		if now.Sub(f.at) > 10*time.Minute {
+			delete(s.flashs, k)
+		}
+	}
+	s.flashs[key] = flash{OK: ok, Text: text, at: now}
+	return key
+}
+
+func (s *Server) takeFlash(key string) *flash {
+	if key == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.flashs[key]
+	if !ok {
+		return nil
+	}
+	delete(s.flashs, key)
+	return &f
+}
+
+// back is where an action returns to: the form's "back" path when it is
+// a path of this server, else the run's board.
+func back(r *http.Request, runID string) string {
+	b := r.PostFormValue("back")
+	if !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.ContainsAny(b, "\\?#\r\n") {
+		return "/runs/" + runID + "/"
+	}
+	return b
+}
