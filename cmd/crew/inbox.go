@@ -239,7 +239,6 @@ func deadlineText(a *state.Ask) string {
 	return "\n    " + when + ", then the default answer: " + indent(*a.Default, "    ")
 }
 
-
 // questions returns the questions among p's messages, oldest first.
 func questions(p *run.Pending) []events.Message {
 	var qs []events.Message
