@@ -24,12 +24,14 @@ const (
 	MessageAcknowledged = "message.acknowledged"
 	MessageRejected     = "message.rejected"
 	LogRepaired         = "log.repaired"
+	WorkerStarted       = "worker.started" // crew spawn started a worker process: state.Worker
+	WorkerExited        = "worker.exited"  // it exited, or was found gone: state.WorkerExit
 )
 
 // Types lists every event type, for validating `crew events --type`.
 var Types = []string{RunCreated, TaskCreated, TaskStarted, TaskWaiting, TaskResponded,
 	TaskAskTimedOut, TaskCompleted, TaskFailed, TaskCancelled, TaskRetried, MessageSent,
-	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired}
+	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired, WorkerStarted, WorkerExited}
 
 // Event is one line of events.jsonl: an immutable record of something that
 // happened in a run. Seq is 1, 2, 3 … with no gaps, assigned under the run

@@ -29,7 +29,8 @@ type AskInput struct {
 	Question string `json:"question" jsonschema:"the question for the leader: say what you need decided and the options you see"`
 	Priority string `json:"priority,omitempty" jsonschema:"low, normal (default), high or urgent"`
 	Wait     bool   `json:"wait,omitempty" jsonschema:"block until the leader responds and return the response (recommended); without it the question's id is returned and crew_await waits later"`
-	Timeout  string `json:"timeout,omitempty" jsonschema:"with wait: give up after this duration (e.g. 90s, 10m, 2h); the task goes back to running and the call fails with class timeout"`
+	Timeout  string `json:"timeout,omitempty" jsonschema:"the question's deadline, a duration from now (e.g. 90s, 10m, 2h), stored in it: unanswered by then, the task goes back to running and a waiting call fails with class timeout, or returns the default"`
+	Default  string `json:"default,omitempty" jsonschema:"with timeout: the answer to go on with when the deadline passes unanswered (returned as a response from crew with reason answered by default)"`
 }
 
 // AwaitInput is crew_await's input.
@@ -180,6 +181,8 @@ func addTools(s *mcp.Server, o Options) {
 			c.body(in.Body)
 			return c
 		})
+	add(s, o, "crew_heartbeat", "Say that you are alive and working (worker), without writing to the run's log: a long step with no other crew call keeps the leader from seeing you as quiet.",
+		"", objectSchema, func(in RunInput) call { return runCall(in, "heartbeat") })
 	add(s, o, "crew_inbox", "Your messages from the leader not yet acknowledged (worker): steers (act on them first: they redirect your work), follow-ups (for after your current step), nudges (report your status with crew_report), responses and broadcasts. Call it at every safe point. Reading marks them delivered; acknowledge what you acted on with crew_ack.",
 		"messages", listSchema("messages", messageSchema), func(in ReadInput) call {
 			c := runCall(in.RunInput, "inbox")
@@ -395,6 +398,7 @@ func addAsk(s *mcp.Server, o Options) {
 			c.flag("priority", in.Priority)
 			c.boolFlag("wait", in.Wait)
 			c.flag("timeout", in.Timeout)
+			c.flag("default", in.Default)
 			c.body(in.Question)
 			if in.Wait {
 				if token := req.Params.GetProgressToken(); token != nil {

@@ -78,6 +78,9 @@ func (rep *Report) outcome(t *Task) string {
 			parts = append(parts, "asks: "+mdText(q.Body, CellRunes))
 		}
 	}
+	if t.AnsweredByDefault > 0 {
+		parts = append(parts, human.Count(t.AnsweredByDefault, "question")+" answered by default")
+	}
 	if t.Status == task.Completed && t.Check != nil {
 		parts = append(parts, fmt.Sprintf("check `%s` passed", strings.ReplaceAll(mdCode(t.Check.Command, 60), "`", "'")))
 	}

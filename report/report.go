@@ -56,6 +56,9 @@ type Task struct {
 	Result string `json:"result,omitempty"`
 	// Check is the done-when check its completion passed.
 	Check *state.Check `json:"check,omitempty"`
+	// AnsweredByDefault counts its questions whose deadline passed
+	// unanswered, so that its worker went on with their default answer.
+	AnsweredByDefault int `json:"answeredByDefault,omitempty"`
 	// Spans are the times it spent running and waiting, in order (for a
 	// timeline; not part of the JSON format).
 	Spans []Span `json:"-"`
@@ -210,6 +213,9 @@ func (f *folder) fold(e *events.Event) {
 	}
 	if t := f.byID[e.Task]; t != nil && e.To != "" {
 		f.transition(t, e)
+		if state.DefaultOf(e) != nil {
+			t.AnsweredByDefault++
+		}
 	}
 }
 

@@ -266,6 +266,9 @@ type SendOptions struct {
 	Body     string
 	Priority string // "" means normal
 	ReplyTo  string
+	// Ask, for a question, is its deadline and default answer
+	// (state.Ask), stored in the question: Await honours it.
+	Ask *state.Ask
 }
 
 // Send sends a message and returns it as stored (with its seq and id).
@@ -301,12 +304,19 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 	if strings.TrimSpace(o.Body) == "" {
 		return nil, fmt.Errorf("empty %s: give a body, or - to read it from standard input: %w", o.Kind, crew.ErrInvalid)
 	}
+	var data json.RawMessage
+	if o.Ask != nil {
+		if err := r.checkAsk(o); err != nil {
+			return nil, err
+		}
+		data = state.AskData(*o.Ask)
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
 	}
 	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
-		m := &events.Message{ID: id.String(), Kind: o.Kind, From: o.From, Body: o.Body, Priority: o.Priority, ReplyTo: o.ReplyTo}
+		m := &events.Message{ID: id.String(), Kind: o.Kind, From: o.From, Body: o.Body, Priority: o.Priority, ReplyTo: o.ReplyTo, Data: data}
 		ev := &events.Event{Type: events.MessageSent, Actor: o.From, Message: m}
 		if o.Kind == events.KindMessage {
 			var recipients []string
@@ -414,6 +424,31 @@ func (r *Run) answeredAlready(te *task.TransitionError) error {
 // question is closed. If the question was answered meanwhile, it returns
 // the response and writes nothing.
 func (r *Run) AskTimedOut(ctx context.Context, taskID, questionID, actor string) (*events.Message, error) {
+	return r.askTimedOut(ctx, taskID, questionID, actor, nil)
+}
+
+// checkAsk checks the deadline and default answer of question o: only
+// for a question, a deadline that is set, a default that is a valid
+// body and not blank.
+func (r *Run) checkAsk(o SendOptions) error {
+	if o.Kind != events.KindQuestion || o.Ask.Deadline.IsZero() {
+		return fmt.Errorf("a deadline is for a question, and must be set: %w", crew.ErrInvalid)
+	}
+	if d := o.Ask.Default; d != nil {
+		if err := r.checkBody(*d); err != nil {
+			return fmt.Errorf("default answer: %w", err)
+		}
+		if strings.TrimSpace(*d) == "" {
+			return fmt.Errorf("empty default answer: %w", crew.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// askTimedOut is AskTimedOut; with def, the question is answered by
+// default: the event records def (state.TimedOutData), and the
+// question stays open for the leader to see (state.MessageUpdates).
+func (r *Run) askTimedOut(ctx context.Context, taskID, questionID, actor string, def *string) (*events.Message, error) {
 	var answered bool
 	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(taskID)
@@ -428,14 +463,32 @@ func (r *Run) AskTimedOut(ctx context.Context, taskID, questionID, actor string)
 		if err != nil {
 			return nil, err
 		}
-		return &events.Event{Type: events.TaskAskTimedOut, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next),
-			Reason: "no response before the timeout", MessageIDs: []string{questionID}}, nil
+		ev := &events.Event{Type: events.TaskAskTimedOut, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next),
+			Reason: "no response before the timeout", MessageIDs: []string{questionID}}
+		if def != nil {
+			ev.Reason, ev.Data = AnsweredByDefault, state.TimedOutData(*def)
+		}
+		return ev, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if answered {
+	if answered || def != nil {
 		return r.answer(questionID, taskID, 0)
 	}
 	return nil, nil
+}
+
+// AnsweredByDefault is the reason of a task.ask_timed_out event that
+// answered its question with the default the question carried.
+const AnsweredByDefault = "no response before the deadline: answered by default"
+
+// defaultAnswer is the response Await returns for question questionID answered
+// by default by event e: not a message of the log (its id is ""), from
+// crew, with the default as its body and AnsweredByDefault as its
+// reason.
+func defaultAnswer(e *events.Event, questionID, def string) *events.Message {
+	return &events.Message{Seq: e.Seq, Run: e.Run, Task: e.Task, Kind: events.KindResponse, Direction: events.Inbox,
+		From: state.CrewActor, To: e.Task, Body: def, Priority: "normal", Status: events.StatusAcknowledged, SentAt: e.At,
+		Reason: AnsweredByDefault, ReplyTo: questionID}
 }

@@ -336,7 +336,8 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 }
 
 // answer scans the log after seq since for the outcome of a question: the
-// response (returned), a timeout or a terminal task (crew.ErrConflict). It
+// response (returned; defaultAnswer when it was answered by default), a
+// timeout or a terminal task (crew.ErrConflict). It
 // returns nil, nil when the question is still open.
 func (r *Run) answer(questionID, taskID string, since int64) (*events.Message, error) {
 	var answer *events.Message
@@ -350,6 +351,10 @@ func (r *Run) answer(questionID, taskID string, since int64) (*events.Message, e
 			return fmt.Errorf("question %s will not be answered: task %s is %s: %w", questionID, taskID, e.To, crew.ErrConflict)
 		}
 		if e.Type == events.TaskAskTimedOut && slices.Contains(e.MessageIDs, questionID) {
+			if def := state.DefaultOf(e); def != nil {
+				answer = defaultAnswer(e, questionID, *def)
+				return events.ErrStopScan
+			}
 			return fmt.Errorf("question %s timed out unanswered at %s: %w", questionID, e.At, crew.ErrTimeout)
 		}
 		return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -49,7 +51,19 @@ func (r *Run) Await(ctx context.Context, questionID string) (*events.Message, er
 	return r.awaitFrom(ctx, q)
 }
 
+// awaitFrom is Await for question q. A question asked with a deadline
+// (state.Ask) is waited for until then at most: once it has passed, the
+// question is answered by its default, or times out without one
+// (askTimedOut), whoever awaits it and whenever (a worker that restarts
+// after the deadline gets the default at once).
 func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message, error) {
+	a := state.AskOf(q)
+	wctx := ctx
+	if a != nil {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, a.Deadline.Time)
+		defer cancel()
+	}
 	w := r.Watch()
 	defer w.Close()
 	for {
@@ -59,7 +73,14 @@ func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message
 		if err != nil || m != nil {
 			return m, err
 		}
-		if err := w.Wait(ctx); err != nil {
+		if a != nil && !time.Now().Before(a.Deadline.Time) {
+			m, err := r.askTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, q.From, a.Default)
+			if err == nil && m == nil {
+				err = fmt.Errorf("question %s timed out unanswered at its deadline, %s: %w", q.ID, a.Deadline, crew.ErrTimeout)
+			}
+			return m, err
+		}
+		if err := w.Wait(wctx); err != nil && ctx.Err() != nil {
 			return nil, ctxErr(err, "waiting for a response to "+q.ID)
 		}
 	}
@@ -98,24 +119,55 @@ func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, resp
 	return q, m, err
 }
 
-// WaitRun blocks until every task is terminal. It returns nil when all
-// completed, an error wrapping crew.ErrIncomplete when any failed or was
-// cancelled, crew.ErrTimeout at ctx's deadline. A run with no tasks has
-// nothing to wait for: nil at once. A damaged log is crew.ErrDamaged at
-// once, as for every reader: what the tasks will do cannot be told from
-// a log that cannot be read whole. progress, if not nil, is called with
-// the state each time it may have changed (its tasks only, as TaskState
-// reads it), and once before either error.
+// WaitRun blocks until every task is terminal: WaitRunWith with
+// o.Progress = progress and the other options left at their defaults.
 func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
+	var o WaitOptions
+	if progress != nil {
+		o.Progress = func(st *state.State, _ map[string]*Liveness) { progress(st) }
+	}
+	return r.WaitRunWith(ctx, o)
+}
+
+// WaitOptions are the settings of WaitRunWith.
+type WaitOptions struct {
+	// Progress, if not nil, is called with the state (its tasks only, as
+	// TaskState reads it) and what each task that has not ended is doing
+	// (Liveness), each time they may have changed, and once before an
+	// error.
+	Progress func(*state.State, map[string]*Liveness)
+	// QuietAfter is Liveness's quiet-after span (DefaultQuietAfter when 0).
+	QuietAfter time.Duration
+	// NudgeAfter, when positive, nudges a running task whose worker has
+	// shown no sign of life for that long, once per quiet spell: not
+	// again until it shows one (the task's last nudge is later than its
+	// last sign of life).
+	NudgeAfter time.Duration
+}
+
+// poll is how often WaitRunWith looks at processes and clocks that do
+// not write to the log: a supervised worker whose crew spawn died, quiet
+// tasks to nudge.
+const poll = time.Second
+
+// WaitRunWith blocks until every task is terminal. It returns nil when
+// all completed, an error wrapping crew.ErrIncomplete when any failed or
+// was cancelled, crew.ErrTimeout at ctx's deadline. A run with no tasks
+// has nothing to wait for: nil at once. A damaged log is crew.ErrDamaged
+// at once, as for every reader: what the tasks will do cannot be told
+// from a log that cannot be read whole. A supervised worker found gone
+// (Reap) fails its task, which ends the wait like any failure.
+func (r *Run) WaitRunWith(ctx context.Context, o WaitOptions) error {
 	w := r.Watch()
 	defer w.Close()
 	for {
-		st, err := r.TaskState()
+		st, err := r.reapState(ctx)
 		if err != nil {
 			return err
 		}
-		if progress != nil {
-			progress(st)
+		live := r.Liveness(st, o.QuietAfter, time.Now())
+		if o.Progress != nil {
+			o.Progress(st, live)
 		}
 		if err := st.Err(); err != nil {
 			return err
@@ -123,23 +175,81 @@ func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
 		if len(st.Tasks) == 0 {
 			return nil
 		}
-		done, failed := 0, 0
-		for _, t := range st.Tasks {
-			if t.Status.Terminal() {
-				done++
-				if t.Status != task.Completed {
-					failed++
-				}
-			}
+		if err := ended(st); err != nil || allEnded(st) {
+			return err
 		}
-		if done == len(st.Tasks) {
-			if failed > 0 {
-				return fmt.Errorf("%d of %s did not complete: %w", failed, human.Count(done, "task"), crew.ErrIncomplete)
-			}
-			return nil
+		if _, err := r.NudgeQuiet(ctx, st, live, o.NudgeAfter); err != nil {
+			return err
 		}
-		if err := w.Wait(ctx); err != nil {
-			return ctxErr(err, "waiting for run "+r.ID())
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if o.NudgeAfter > 0 || len(live) > 0 {
+			wctx, cancel = context.WithTimeout(ctx, poll)
+		}
+		err = w.Wait(wctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return ctxErr(ctx.Err(), "waiting for run "+r.ID())
 		}
 	}
+}
+
+// allEnded reports whether every task of st is terminal.
+func allEnded(st *state.State) bool {
+	for _, t := range st.Tasks {
+		if !t.Status.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// ended returns, when every task of st is terminal and some did not
+// complete, an error wrapping crew.ErrIncomplete; else nil.
+func ended(st *state.State) error {
+	if !allEnded(st) {
+		return nil
+	}
+	var failed []string
+	for _, t := range st.TaskList() {
+		if t.Status != task.Completed {
+			why, _, _ := strings.Cut(t.Reason, "\n")
+			if why != "" {
+				why = " (" + why + ")"
+			}
+			failed = append(failed, fmt.Sprintf("%s %s%s", t.ID, t.Status, why))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %s did not complete: %s: %w", len(failed), human.Count(len(st.Tasks), "task"), strings.Join(failed, "; "), crew.ErrIncomplete)
+	}
+	return nil
+}
+
+// NudgeQuiet nudges, as the leader, each running task of st whose
+// worker has shown no sign of life for after (when positive; live is
+// Liveness of st) and has not been nudged since its last one: once per
+// quiet spell, however often it is called (state.Task.NudgedAt, in the
+// log, remembers). It returns how many it nudged.
+func (r *Run) NudgeQuiet(ctx context.Context, st *state.State, live map[string]*Liveness, after time.Duration) (int, error) {
+	n := 0
+	if after <= 0 {
+		return n, nil
+	}
+	for _, t := range st.TaskList() {
+		l := live[t.ID]
+		if l == nil || (l.State != LiveWorking && l.State != LiveQuiet) || time.Since(l.Since.Time) < after {
+			continue
+		}
+		if t.NudgedAt != nil && !t.NudgedAt.Before(l.Since.Time) {
+			continue // nudged in this quiet spell already
+		}
+		_, err := r.Send(ctx, SendOptions{Kind: events.KindNudge, Task: t.ID, From: r.Manifest.Leader})
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, crew.ErrConflict): // (conflict: it ended meanwhile)
+			return n, err
+		}
+	}
+	return n, nil
 }

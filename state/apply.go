@@ -55,6 +55,14 @@ func (s *State) Apply(e *events.Event) ([]Effect, error) {
 	t := s.Tasks[e.Task]
 	if t != nil {
 		t.LastEventAt = e.At
+		if s.signOfLife(e) {
+			at := e.At
+			t.LastSeenAt = &at
+		}
+		if m := e.Message; m != nil && m.Kind == events.KindNudge {
+			at := e.At
+			t.NudgedAt = &at
+		}
 	}
 	switch e.Type {
 	case events.RunCreated:
@@ -72,6 +80,9 @@ func (s *State) Apply(e *events.Event) ([]Effect, error) {
 		s.Tasks[e.Task] = &Task{ID: e.Task, Title: spec.Title, Agent: spec.Agent, DoneWhen: spec.DoneWhen,
 			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At, CreatedSeq: e.Seq}
 		return nil, nil
+	}
+	if err := s.worker(t, e); err != nil {
+		return nil, err
 	}
 	var effects []Effect
 	if e.To != "" && t != nil {
@@ -108,7 +119,9 @@ func (s *State) transition(t *Task, e *events.Event, effects []Effect) []Effect 
 		effects = append(effects, Effect{Seq: e.Seq, Agent: s.Leader,
 			Seen: []Copy{{ID: t.Question, From: t.QuestionFrom, SentAt: *t.QuestionAt}}})
 	}
-	delete(s.Open, t.Question)
+	if DefaultOf(e) == nil {
+		delete(s.Open, t.Question) // (answered by default, it stays open for the leader: MessageUpdates)
+	}
 	t.Question, t.QuestionFrom, t.QuestionAt, t.ClosedSeq = "", "", nil, e.Seq
 	return effects
 }

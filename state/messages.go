@@ -25,7 +25,8 @@ type MessageUpdate struct {
 //   - task.responded acknowledges the question its response answers
 //     (the leader has read it: it answered it);
 //   - task.ask_timed_out rejects the question the worker stopped waiting
-//     for, with the event's reason.
+//     for, with the event's reason; one that answered it by default
+//     leaves it open, for the leader to see and acknowledge.
 //
 // A delivered update applies only to a copy still pending; acknowledged
 // and rejected are final. Events that change no message return nil.
@@ -39,6 +40,9 @@ func MessageUpdates(e *events.Event) []MessageUpdate {
 	case events.MessageAcknowledged:
 		status = events.StatusAcknowledged
 	case events.MessageRejected, events.TaskAskTimedOut:
+		if DefaultOf(e) != nil {
+			return nil // answered by default: open for the leader to see, until it acknowledges it
+		}
 		status = events.StatusRejected
 	case events.TaskResponded:
 		if e.Message != nil && e.Message.ReplyTo != "" {

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,7 +62,15 @@ type Task struct {
 	Questions   int         `json:"questions"`   // questions asked so far
 	Attempts    int         `json:"attempts"`    // times started
 	LastEventAt events.Time `json:"lastEventAt"` // last event about this task: a quiet worker's cue for nudge
-	CreatedSeq  int64       `json:"createdSeq"`  // seq of its task.created event: the order tasks were added in
+	// LastSeenAt is the last event about this task that its worker wrote
+	// (a sign of life, signOfLife); nil before the first.
+	LastSeenAt *events.Time `json:"lastSeenAt,omitempty"`
+	// NudgedAt is when the task was last nudged.
+	NudgedAt *events.Time `json:"nudgedAt,omitempty"`
+	// Workers are the attempts of its supervised worker processes (crew
+	// spawn), oldest first.
+	Workers    []Worker `json:"workers,omitempty"`
+	CreatedSeq int64    `json:"createdSeq"` // seq of its task.created event: the order tasks were added in
 }
 
 // Open is a message not yet acknowledged or rejected, as tracked in the
@@ -261,6 +270,7 @@ func (s *State) CopyTasks() *State {
 	c.Tasks = make(map[string]*Task, len(s.Tasks))
 	for id, t := range s.Tasks {
 		tc := *t
+		tc.Workers = slices.Clone(t.Workers)
 		c.Tasks[id] = &tc
 	}
 	c.Files = maps.Clone(s.Files)

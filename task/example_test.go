@@ -24,5 +24,5 @@ func ExampleNext() {
 func ExampleAllowed() {
 	fmt.Println(task.Allowed(task.Running))
 	// Output:
-	// [ask complete fail cancel]
+	// [ask complete fail cancel restart]
 }

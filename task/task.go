@@ -73,11 +73,16 @@ const (
 	Fail       Op = "fail"        // pending|running|waiting -> failed
 	Cancel     Op = "cancel"      // pending|running|waiting -> cancelled
 	Retry      Op = "retry"       // failed|cancelled -> pending
+	// Restart puts back to pending a task whose supervised worker exited
+	// while crew spawn --retries has attempts left, so the next attempt
+	// starts it again; one event, so the task is never seen terminal in
+	// between (run wait would end).
+	Restart Op = "restart" // running|waiting -> pending
 )
 
 // Ops lists every operation, in the order of docs/state-machine.md; Allowed returns ops
 // in this order. Do not modify it.
-var Ops = []Op{Start, Ask, Respond, AskTimeout, Complete, Fail, Cancel, Retry}
+var Ops = []Op{Start, Ask, Respond, AskTimeout, Complete, Fail, Cancel, Retry, Restart}
 
 // valid reports whether op is one of Ops.
 func (op Op) valid() bool {
@@ -101,6 +106,7 @@ var events = fsm.Events{
 	{Name: string(Fail), Src: []string{string(Pending), string(Running), string(Waiting)}, Dst: string(Failed)},
 	{Name: string(Cancel), Src: []string{string(Pending), string(Running), string(Waiting)}, Dst: string(Cancelled)},
 	{Name: string(Retry), Src: []string{string(Failed), string(Cancelled)}, Dst: string(Pending)},
+	{Name: string(Restart), Src: []string{string(Running), string(Waiting)}, Dst: string(Pending)},
 }
 
 // machine returns a fresh fsm standing at from. It is cheap (a few small
@@ -203,6 +209,10 @@ func (e *TransitionError) Error() string {
 			return fmt.Sprintf("task %s is pending, not running; start it first (crew task start %s)", id, id)
 		case Waiting:
 			return fmt.Sprintf("task %s is waiting, not running; its open question needs a response first (crew respond %s BODY)", id, id)
+		}
+	case Restart:
+		if s == Pending {
+			return fmt.Sprintf("task %s is pending, not running or waiting; it has not started, so there is nothing to restart", id)
 		}
 	case Retry:
 		if s != Failed && s != Cancelled {

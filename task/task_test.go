@@ -24,12 +24,14 @@ var allowed = map[task.State]map[task.Op]task.State{
 		task.Complete: task.Completed,
 		task.Fail:     task.Failed,
 		task.Cancel:   task.Cancelled,
+		task.Restart:  task.Pending,
 	},
 	task.Waiting: {
 		task.Respond:    task.Running,
 		task.AskTimeout: task.Running,
 		task.Fail:       task.Failed,
 		task.Cancel:     task.Cancelled,
+		task.Restart:    task.Pending,
 	},
 	task.Completed: {},
 	task.Failed:    {task.Retry: task.Pending},
@@ -37,8 +39,8 @@ var allowed = map[task.State]map[task.Op]task.State{
 }
 
 func TestNextEveryPair(t *testing.T) {
-	if len(task.States) != 6 || len(task.Ops) != 8 {
-		t.Fatalf("got %d states and %d ops, want 6 and 8", len(task.States), len(task.Ops))
+	if len(task.States) != 6 || len(task.Ops) != 9 {
+		t.Fatalf("got %d states and %d ops, want 6 and 9", len(task.States), len(task.Ops))
 	}
 	const id = "t1"
 	n := 0
@@ -80,8 +82,8 @@ func TestNextEveryPair(t *testing.T) {
 			})
 		}
 	}
-	if n != 48 {
-		t.Fatalf("checked %d pairs, want 48", n)
+	if n != 54 {
+		t.Fatalf("checked %d pairs, want 54", n)
 	}
 }
 
@@ -194,7 +196,7 @@ func TestAllowedMatchesNext(t *testing.T) {
 	if got := task.Allowed("nonsense"); len(got) != 0 {
 		t.Errorf("Allowed(nonsense) = %v, want none", got)
 	}
-	if got, want := task.Allowed(task.Waiting), []task.Op{task.Respond, task.AskTimeout, task.Fail, task.Cancel}; !slices.Equal(got, want) {
+	if got, want := task.Allowed(task.Waiting), []task.Op{task.Respond, task.AskTimeout, task.Fail, task.Cancel, task.Restart}; !slices.Equal(got, want) {
 		t.Errorf("Allowed(waiting) = %v, want %v", got, want)
 	}
 }

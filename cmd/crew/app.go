@@ -145,7 +145,7 @@ func setUsageErrors(cmds []*cli.Command) {
 func commands() []*cli.Command {
 	var all []*cli.Command
 	for _, group := range [][]*cli.Command{
-		{initCommand(), runCommand(), taskCommand()},
+		{initCommand(), runCommand(), taskCommand(), spawnCommand(), heartbeatCommand()},
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
 		{mailCommand(), watchCommand(), serveCommand(), repairCommand(), versionCommand()},

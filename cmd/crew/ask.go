@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 )
 
 func askCommand() *cli.Command {
@@ -24,7 +26,8 @@ func askCommand() *cli.Command {
 		ArgsUsage: "[BODY|-]",
 		Flags: []cli.Flag{runFlag, taskFlag, asFlag, priorityFlag,
 			&cli.BoolFlag{Name: "wait", Usage: "block until the leader responds, then print the response"},
-			&cli.StringFlag{Name: "timeout", Usage: "with --wait: give up after `DURATION`; the task goes back to running and crew exits 5"},
+			&cli.StringFlag{Name: "timeout", Usage: "the question's deadline, a `DURATION` from now, stored in it: unanswered by then, the task goes back to running and crew ask --wait (or crew await) exits 5, or with --default prints the default"},
+			&cli.StringFlag{Name: "default", Usage: "with --timeout: the answer `TEXT` the worker goes on with when the deadline passes unanswered (task.ask_timed_out records it)"},
 		},
 		Action: ask,
 	}
@@ -32,19 +35,16 @@ func askCommand() *cli.Command {
 
 func ask(c *cli.Context) error {
 	e := newEnv(c)
-	if c.String("timeout") != "" && !c.Bool("wait") {
-		return fmt.Errorf("--timeout goes with --wait: %w", crew.ErrInvalid)
+	deadline, err := askDeadline(c)
+	if err != nil {
+		return err
 	}
 	r, msg, err := e.workerMessage()
 	if err != nil {
 		return err
 	}
-	ctx, cancel, err := withTimeout(c)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	q, m, err := r.Ask(ctx, msg, c.Bool("wait"))
+	msg.Ask = deadline
+	q, m, err := r.Ask(c.Context, msg, c.Bool("wait"))
 	if err != nil {
 		if q != nil && c.Bool("wait") {
 			fmt.Fprintf(e.stderr, "crew: question %s\n", q.ID)
@@ -55,6 +55,27 @@ func ask(c *cli.Context) error {
 		return e.emit(q, q.ID)
 	}
 	return e.answered(r, msg.Task, m)
+}
+
+// askDeadline reads --timeout and --default: the deadline (and default
+// answer) stored in the question, or nil without --timeout.
+func askDeadline(c *cli.Context) (*state.Ask, error) {
+	if c.String("timeout") == "" {
+		if c.IsSet("default") {
+			return nil, fmt.Errorf("--default goes with --timeout: the default answer is for when the deadline passes: %w", crew.ErrInvalid)
+		}
+		return nil, nil
+	}
+	d, err := duration(c.String("timeout"))
+	if err != nil {
+		return nil, err
+	}
+	a := &state.Ask{Deadline: events.Time{Time: time.Now().Add(d).UTC().Truncate(time.Millisecond)}}
+	if c.IsSet("default") {
+		def := c.String("default")
+		a.Default = &def
+	}
+	return a, nil
 }
 
 func awaitCommand() *cli.Command {
@@ -97,6 +118,10 @@ func await(c *cli.Context) error {
 func (e *env) answered(r *run.Run, task string, m *events.Message) error {
 	if err := e.emitAnswer(m); err != nil {
 		return err
+	}
+	if m.ID == "" { // answered by default: no message to acknowledge
+		e.warn(fmt.Errorf("question %s: no answer before its deadline; going on with the default answer", m.ReplyTo))
+		return nil
 	}
 	return r.Acknowledge(context.WithoutCancel(e.c.Context), task, []string{m.ID}, false, "")
 }

@@ -154,7 +154,11 @@ func (e *env) reader() (*run.Run, string, error) {
 		return nil, "", err
 	}
 	if id := e.c.String("task"); id != "" {
-		return r, id, crew.ValidateID("task", id)
+		if err := crew.ValidateID("task", id); err != nil {
+			return nil, "", err
+		}
+		r.Alive(id, false) // a worker reading is a sign of its life (docs/concepts.md, Liveness)
+		return r, id, nil
 	}
 	return r, run.Leader, nil
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
 )
 
@@ -127,8 +129,33 @@ func eventText(ev *events.Event) string {
 	if len(ev.MessageIDs) > 0 {
 		fmt.Fprintf(&b, "  %s", human.Count(len(ev.MessageIDs), "message"))
 	}
+	b.WriteString(detailText(ev))
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))
 	}
 	return b.String()
+}
+
+// detailText is what eventText adds for worker.started ("  attempt 1
+// pid 42 on host: cmd"), worker.exited ("  attempt 1 pid 42 exited with
+// status 2") and a task.ask_timed_out that answered by default
+// ("  answered by default \"…\""), and "" for other events.
+func detailText(ev *events.Event) string {
+	switch ev.Type {
+	case events.TaskAskTimedOut:
+		if def := state.DefaultOf(ev); def != nil {
+			return fmt.Sprintf("  answered by default %q", shorten(*def, 60))
+		}
+	case events.WorkerStarted:
+		var w state.Worker
+		if json.Unmarshal(ev.Data, &w) == nil {
+			return fmt.Sprintf("  attempt %d pid %d on %s: %s", w.Attempt, w.PID, human.Escape(w.Host), shorten(human.Escape(strings.Join(w.Command, " ")), 60))
+		}
+	case events.WorkerExited:
+		var x state.WorkerExit
+		if json.Unmarshal(ev.Data, &x) == nil {
+			return fmt.Sprintf("  attempt %d pid %d %s", x.Attempt, x.PID, x.Describe())
+		}
+	}
+	return ""
 }

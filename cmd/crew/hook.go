@@ -160,6 +160,7 @@ func answerHook(c *cli.Context, a hookAgent) error {
 	if err != nil {
 		return err
 	}
+	r.Alive(id, true) // every hook call is a sign of the agent's life (docs/concepts.md, Liveness)
 	h := &hook{ctx: c.Context, r: r, task: id, in: in}
 	var out *hookOutput
 	switch a.events[i].at {

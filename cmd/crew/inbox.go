@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
 )
 
@@ -118,7 +120,7 @@ func pendingCommand() *cli.Command {
 		Usage: "what is open for you, most urgent first: for the leader, the workers' questions and reports not yet acknowledged; for a worker (--task), its messages not yet acknowledged",
 		UsageText: "crew pending\ncrew pending --task t1 --json\n" +
 			"crew pending --json | jq -r 'select(.kind==\"question\") | .task'",
-		Flags:  []cli.Flag{runFlag, taskFlag},
+		Flags:  []cli.Flag{runFlag, taskFlag, quietAfterFlag},
 		Action: pending,
 	}
 }
@@ -135,20 +137,106 @@ func pending(c *cli.Context) error {
 	if p == nil {
 		return perr
 	}
+	var waitsOn map[string]bool // the questions tasks wait on (the leader's view)
+	if who == run.Leader {
+		if waitsOn, err = questionsWaitedOn(r); err != nil {
+			return err
+		}
+	}
 	for i := range p.Messages {
 		m := &p.Messages[i]
 		text := messageText(m)
 		if m.Kind == events.KindQuestion && who == run.Leader {
-			text = fmt.Sprintf("%s waits since %s: %s\n    question %s", m.Task, m.SentAt, indent(m.Body, "    "), m.ID)
+			text = questionText(m, waitsOn[m.ID])
 		}
 		if err := e.emit(m, text); err != nil {
 			return err
 		}
 	}
-	if perr == nil && len(p.Messages) == 0 && !e.json {
+	lifeless := 0
+	if who == run.Leader {
+		if lifeless, err = e.pendingLiveness(r); err != nil {
+			return err
+		}
+	}
+	if perr == nil && len(p.Messages) == 0 && lifeless == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
 	return perr
+}
+
+// questionsWaitedOn returns the ids of the questions r's tasks wait on.
+// An open question that none waits on was answered by default
+// (docs/state-machine.md, Asking with a deadline).
+func questionsWaitedOn(r *run.Run) (map[string]bool, error) {
+	st, err := r.TaskState()
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, t := range st.Tasks {
+		if t.Question != "" {
+			ids[t.Question] = true
+		}
+	}
+	return ids, nil
+}
+
+// questionText is how the leader's pending shows question m: as the wait
+// of its task (waited on), with its deadline and default when it has
+// them, or as answered by default. An answered-by-default question gets
+// run.AnsweredByDefault as its reason, in --json too.
+func questionText(m *events.Message, waited bool) string {
+	a := state.AskOf(m)
+	if !waited && a != nil && a.Default != nil {
+		m.Reason = run.AnsweredByDefault
+		return fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
+			m.Task, indent(*a.Default, "    "), m.ID, indent(m.Body, "    "), m.ID)
+	}
+	text := fmt.Sprintf("%s waits since %s: %s\n    question %s", m.Task, m.SentAt, indent(m.Body, "    "), m.ID)
+	if a != nil {
+		text += deadlineText(a)
+	}
+	return text
+}
+
+// pendingLiveness lists, for the leader's crew pending, the tasks whose
+// worker is quiet, then those whose worker is dead (docs/reading.md,
+// Pending), and returns how many it listed.
+func (e *env) pendingLiveness(r *run.Run) (int, error) {
+	st, live, err := e.tasksAlive(r)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, want := range []string{run.LiveQuiet, run.LiveDead} {
+		for _, t := range st.TaskList() {
+			l := live[t.ID]
+			if l == nil || l.State != want {
+				continue
+			}
+			n++
+			rec := map[string]any{"kind": l.State, "task": t, "liveness": l}
+			if err := e.emit(rec, fmt.Sprintf("%s is %s", t.ID, livenessText(l))); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// deadlineText says how long a waiting question has left, and what
+// happens then: "\n    deadline in 4m10s, then the default answer: …".
+func deadlineText(a *state.Ask) string {
+	left := time.Until(a.Deadline.Time).Truncate(time.Second)
+	when := fmt.Sprintf("deadline in %s (%s)", left, a.Deadline)
+	if left <= 0 {
+		when = fmt.Sprintf("deadline passed at %s", a.Deadline)
+	}
+	if a.Default == nil {
+		return "\n    " + when + ", then it times out unanswered"
+	}
+	return "\n    " + when + ", then the default answer: " + indent(*a.Default, "    ")
 }
 
 // questions returns the questions among p's messages, oldest first.

@@ -329,7 +329,7 @@ func testMCPCancelledAsk(t *testing.T, f *mcpFixture) {
 
 // mcpTools is every tool crew mcp has: the command line's operations.
 var mcpTools = []string{
-	"crew_ack", "crew_ask", "crew_await", "crew_broadcast", "crew_events", "crew_follow_up", "crew_inbox",
+	"crew_ack", "crew_ask", "crew_await", "crew_broadcast", "crew_events", "crew_follow_up", "crew_heartbeat", "crew_inbox",
 	"crew_mail_check", "crew_mail_read", "crew_mail_send", "crew_nudge", "crew_outbox", "crew_pending",
 	"crew_reject", "crew_report", "crew_respond", "crew_run_create", "crew_run_list", "crew_run_report",
 	"crew_run_show", "crew_run_wait", "crew_steer", "crew_task_add", "crew_task_cancel", "crew_task_complete",
@@ -364,6 +364,9 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 	call(lead, "crew_task_add", map[string]any{"id": "w2"})
 	work := f.session(nil, "CREW_TASK=w1")
 	call(work, "crew_task_start", nil)
+	if hb := call(work, "crew_heartbeat", nil); hb["task"] != "w1" {
+		t.Fatalf("crew_heartbeat: %v", hb)
+	}
 	q := call(work, "crew_ask", map[string]any{"question": "which?"})
 	call(lead, "crew_respond", map[string]any{"task": "w1", "body": "this"})
 	call(work, "crew_await", map[string]any{"question_id": q["id"]})

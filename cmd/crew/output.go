@@ -6,11 +6,15 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 )
 
@@ -58,12 +62,61 @@ func shorten(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// printTasks prints the table of tasks of run show and task list.
-func printTasks(e *env, ts []*state.Task) {
-	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", "TASK", "STATUS", "AGENT", "TITLE")
+// printTasks prints the table of tasks of run show and task list, with
+// what each task that has not ended is doing (live, when not nil).
+func printTasks(e *env, ts []*state.Task, live map[string]*run.Liveness) {
+	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %-10s %s\n", "TASK", "STATUS", "AGENT", "LIVENESS", "TITLE")
 	for _, t := range ts {
-		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %s\n", t.ID, t.Status, t.Agent, human.Line(t.Title))
+		l := "-"
+		if lv := live[t.ID]; lv != nil {
+			l = lv.State
+		}
+		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %-10s %s\n", t.ID, t.Status, t.Agent, l, human.Line(t.Title))
 	}
+}
+
+// taskRecord is a task as task list and task show print it with --json:
+// the task, and what it is doing when it has not ended.
+type taskRecord struct {
+	*state.Task
+	Liveness *run.Liveness `json:"liveness,omitempty"`
+}
+
+// livenessText says what a task is doing, for people: "working",
+// "quiet for 6m (since …)", "waiting for 2m on question ID", "dead: pid 42 is gone".
+func livenessText(l *run.Liveness) string {
+	since := time.Since(l.Since.Time).Truncate(time.Second)
+	switch l.State {
+	case run.LiveQuiet:
+		return fmt.Sprintf("quiet for %s (no sign of life since %s)", since, l.Since)
+	case run.LiveWaiting:
+		return fmt.Sprintf("waiting for %s on question %s", since, l.Question)
+	case run.LiveDead:
+		return fmt.Sprintf("dead: its worker, pid %d, is gone", l.PID)
+	}
+	return fmt.Sprintf("working (last sign of life %s ago)", since)
+}
+
+// quietAfterFlag is the --quiet-after of the commands that say what tasks
+// are doing.
+var quietAfterFlag = &cli.StringFlag{Name: "quiet-after", Usage: "a running task with no sign of life for `DURATION` is quiet", Value: "5m"}
+
+// tasksAlive reads the run's tasks with what each is doing (run.TasksAlive),
+// by --quiet-after.
+func (e *env) tasksAlive(r *run.Run) (*state.State, map[string]*run.Liveness, error) {
+	d, err := e.quietAfter()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.TasksAlive(e.c.Context, d)
+}
+
+// quietAfter returns --quiet-after (run.DefaultQuietAfter when the command has none).
+func (e *env) quietAfter() (time.Duration, error) {
+	if !slices.Contains(e.c.FlagNames(), "quiet-after") {
+		return run.DefaultQuietAfter, nil
+	}
+	return duration(e.c.String("quiet-after"))
 }
 
 // warn prints err on stderr, as crew prints an error, for a command that

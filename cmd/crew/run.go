@@ -204,7 +204,7 @@ func runShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := r.TaskState()
+	st, live, err := e.tasksAlive(r)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func runShow(c *cli.Context) error {
 	}
 	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
 		m.ID, human.Line(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
-	printTasks(e, st.TaskList())
+	printTasks(e, st.TaskList(), live)
 	return st.Err()
 }
 
@@ -228,7 +228,7 @@ func runWaitCommand() *cli.Command {
 		UsageText: "crew run wait r1 --timeout 30m\n" +
 			"crew run wait && echo all done",
 		ArgsUsage: "[RUN]",
-		Flags: []cli.Flag{runFlag,
+		Flags: []cli.Flag{runFlag, quietAfterFlag, nudgeAfterFlag,
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
 		},
 		Action: runWait,
@@ -246,8 +246,13 @@ func runWait(c *cli.Context) error {
 		return err
 	}
 	defer cancel()
+	o, err := e.waitOptions()
+	if err != nil {
+		return err
+	}
 	p := newProgress(e, r)
-	err = r.WaitRun(ctx, p.show)
+	o.Progress = p.show
+	err = r.WaitRunWith(ctx, o)
 	if p.tty {
 		fmt.Fprintln(e.stderr)
 	}
@@ -284,8 +289,27 @@ func newProgress(e *env, r *run.Run) *progress {
 	return p
 }
 
-// show is run.WaitRun's callback: it prints the progress of st.
-func (p *progress) show(st *state.State) {
+// waitOptions reads --quiet-after and --nudge-after (run wait, watch).
+func (e *env) waitOptions() (run.WaitOptions, error) {
+	var o run.WaitOptions
+	var err error
+	if o.QuietAfter, err = e.quietAfter(); err != nil {
+		return o, err
+	}
+	if s := e.c.String("nudge-after"); s != "" {
+		if o.NudgeAfter, err = duration(s); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// nudgeAfterFlag is the --nudge-after of run wait and watch.
+var nudgeAfterFlag = &cli.StringFlag{Name: "nudge-after", Usage: "nudge a running task whose worker shows no sign of life for `DURATION`, once per quiet spell"}
+
+// show is run.WaitRunWith's callback: it prints the progress of st and
+// live.
+func (p *progress) show(st *state.State, live map[string]*run.Liveness) {
 	if key := waitingKey(st); key != p.key {
 		// Read the questions' bodies only when the open ones change.
 		p.waiting, p.key = nil, key
@@ -295,7 +319,7 @@ func (p *progress) show(st *state.State) {
 			}
 		}
 	}
-	line := progressLine(st, p.waiting)
+	line := progressLine(st, p.waiting) + livenessLine(st, live)
 	switch {
 	case p.tty:
 		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(human.Escape(line), p.width))
@@ -320,6 +344,24 @@ func progressLine(st *state.State, waiting []events.Message) string {
 		line += fmt.Sprintf(": %s asks %q", w.Task, shorten(strings.Join(strings.Fields(w.Body), " "), 60))
 		if len(waiting) > 1 {
 			line += fmt.Sprintf(" (+%d more)", len(waiting)-1)
+		}
+	}
+	return line
+}
+
+// livenessLine names the tasks that are quiet or dead: " · quiet: t3 ·
+// dead: t4", or "".
+func livenessLine(st *state.State, live map[string]*run.Liveness) string {
+	var line string
+	for _, state := range []string{run.LiveQuiet, run.LiveDead} {
+		var ids []string
+		for _, t := range st.TaskList() {
+			if l := live[t.ID]; l != nil && l.State == state {
+				ids = append(ids, t.ID)
+			}
+		}
+		if len(ids) > 0 {
+			line += fmt.Sprintf(" · %s: %s", state, strings.Join(ids, ", "))
 		}
 	}
 	return line

@@ -12,7 +12,8 @@ package main
 //	exits CODE PROG [ARGS...]   run PROG; its exit status must be CODE
 //	capture [-stderr] NAME [RE] set $NAME to the last stdout (trimmed), or to RE's first group in it
 //	jsonlines N [KEY...]        the last stdout is exactly N lines, each a JSON object holding every KEY
-//	waitstatus TASK STATUS      block until TASK (in $CREW_RUN, else the latest run) has STATUS
+//	waitstatus TASK STATUS      block until TASK (in $CREW_RUN, else the latest run) has STATUS;
+//	                            STATUS worker-exited: until the exit of its last worker is recorded
 //	waitfile FILE REGEXP        block until FILE exists and matches REGEXP
 //	waitgone PGIDFILE           block until no process of the process group FILE names runs (Linux)
 //
@@ -258,6 +259,9 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 		st, err := r.State()
 		ts.Check(err)
 		if t := st.Tasks[args[0]]; t != nil && t.Status == task.State(args[1]) {
+			return
+		}
+		if t := st.Tasks[args[0]]; t != nil && args[1] == "worker-exited" && len(t.Workers) > 0 && t.Live() == nil {
 			return
 		}
 		if err := w.Wait(ctx); err != nil {

@@ -31,6 +31,7 @@ func taskCommand() *cli.Command {
 			transitionCommand(task.Cancel, "cancel a task that has not ended (leader)", "crew task cancel t1 --reason \"not needed\""),
 			transitionCommand(task.Retry, "put a failed or cancelled task back to pending (leader)", "crew task retry t1"),
 			taskVerifyCommand(),
+			taskLogsCommand(),
 		},
 	}
 }
@@ -71,7 +72,7 @@ func taskListCommand() *cli.Command {
 		Name:      "list",
 		Usage:     "list the run's tasks",
 		UsageText: "crew task list\ncrew task list --json | jq -r 'select(.status==\"waiting\") | .id'",
-		Flags:     []cli.Flag{runFlag},
+		Flags:     []cli.Flag{runFlag, quietAfterFlag},
 		Action:    taskList,
 	}
 }
@@ -82,18 +83,18 @@ func taskList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := r.TaskState()
+	st, live, err := e.tasksAlive(r)
 	if err != nil {
 		return err
 	}
 	if e.json {
 		for _, t := range st.TaskList() {
-			if err := e.emit(t, ""); err != nil {
+			if err := e.emit(taskRecord{t, live[t.ID]}, ""); err != nil {
 				return err
 			}
 		}
 	} else {
-		printTasks(e, st.TaskList())
+		printTasks(e, st.TaskList(), live)
 	}
 	return st.Err()
 }
@@ -104,7 +105,7 @@ func taskShowCommand() *cli.Command {
 		Usage:     "show one task",
 		UsageText: "crew task show t1\ncrew task show t1 --json",
 		ArgsUsage: "[TASK]",
-		Flags:     []cli.Flag{runFlag, taskFlag},
+		Flags:     []cli.Flag{runFlag, taskFlag, quietAfterFlag},
 		Action:    taskShow,
 	}
 }
@@ -115,7 +116,7 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := r.TaskState()
+	st, live, err := e.tasksAlive(r)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func taskShow(c *cli.Context) error {
 		return fmt.Errorf("no task %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
 	}
 	if e.json {
-		if err := e.emit(t, ""); err != nil {
+		if err := e.emit(taskRecord{t, live[t.ID]}, ""); err != nil {
 			return err
 		}
 		return st.Err()
@@ -137,9 +138,13 @@ func taskShow(c *cli.Context) error {
 	if t.Question != "" {
 		fmt.Fprintf(e.stdout, "question   %s\n", t.Question)
 	}
-	if t.Reason != "" {
-		fmt.Fprintf(e.stdout, "reason     %s\n", human.Escape(t.Reason))
+	if l := live[t.ID]; l != nil {
+		fmt.Fprintf(e.stdout, "liveness   %s\n", livenessText(l))
 	}
+	if t.Reason != "" {
+		fmt.Fprintf(e.stdout, "reason     %s\n", indent(t.Reason, "           "))
+	}
+	printWorkers(e, t.Workers)
 	return st.Err()
 }
 
@@ -266,4 +271,21 @@ func (e *env) taskArg() (*run.Run, string, string, error) {
 		}
 	}
 	return r, id, actor, nil
+}
+
+// printWorkers lists the attempts of a task's supervised workers, as
+// task show prints them.
+func printWorkers(e *env, ws []state.Worker) {
+	for _, w := range ws {
+		ended := "running"
+		if w.Exit != nil {
+			ended = fmt.Sprintf("%s at %s", w.Exit.Describe(), w.ExitedAt)
+		}
+		where := human.Escape(w.Host)
+		if w.Tmux != "" {
+			where += ", tmux window " + human.Escape(w.Tmux)
+		}
+		fmt.Fprintf(e.stdout, "attempt %d  pid %d on %s, started %s: %s\n    %s\n", w.Attempt, w.PID, where, w.StartedAt, ended,
+			human.Escape(strings.Join(w.Command, " ")))
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
 )
 
 func watchCommand() *cli.Command {
@@ -37,6 +38,7 @@ func watchCommand() *cli.Command {
 			&cli.StringFlag{Name: "exec", Usage: "shell `CMD` to run per message (sh -c); a failing CMD is reported and watching goes on"},
 			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages", DefaultText: "follow until interrupted"},
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m) with exit 5, unless --count messages came first", DefaultText: "none"},
+			nudgeAfterFlag, quietAfterFlag,
 		},
 		Action: watch,
 	}
@@ -85,15 +87,91 @@ func watch(c *cli.Context) error {
 	defer cur.Close()
 	w := r.Watch()
 	defer w.Close()
+	o, err := e.waitOptions()
+	if err != nil {
+		return err
+	}
+	var alerts *livenessAlerts
+	if f.leaderSide() {
+		alerts = &livenessAlerts{last: map[string]string{}}
+	}
 	wait := func() error {
+		if o.NudgeAfter > 0 || alerts != nil {
+			return e.pollWait(ctx, r, w, o, alerts)
+		}
 		err := w.Wait(ctx)
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("watch: no more messages within --timeout %s: %w", c.String("timeout"), crew.ErrTimeout)
+			return e.watchTimedOut()
 		}
 		return err
 	}
 	_, err = e.eachEvent(cur, wait, e.deliver(ctx, f))
 	return err
+}
+
+// pollWait is crew watch's wait with --nudge-after, or for the leader:
+// it waits for the log to grow, a second at most, then nudges the tasks
+// that are quiet for longer (run.NudgeQuiet), and tells the leader
+// (alerts, when not nil) of tasks that turned quiet or dead.
+func (e *env) pollWait(ctx context.Context, r *run.Run, w store.Waiter, o run.WaitOptions, alerts *livenessAlerts) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	w.Wait(wctx)
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return e.watchTimedOut()
+		}
+		return err
+	}
+	st, live, err := r.TasksAlive(ctx, o.QuietAfter)
+	if err != nil {
+		return err
+	}
+	if alerts != nil {
+		if err := e.alert(ctx, alerts, st, live); err != nil {
+			return err
+		}
+	}
+	_, err = r.NudgeQuiet(ctx, st, live, o.NudgeAfter)
+	return err
+}
+
+// livenessAlerts remembers, for crew watch --agent leader, what each
+// task was last seen doing, so that a task turning quiet or dead is told
+// once per change.
+type livenessAlerts struct {
+	last map[string]string // task id -> liveness state
+}
+
+// alert prints (or hands --exec) a record for each task of st that has
+// turned quiet or dead since the last call: {"kind":"quiet"|"dead",
+// "task","liveness"}; with --exec, CREW_KIND is the state and CREW_TASK
+// the task (runExec).
+func (e *env) alert(ctx context.Context, a *livenessAlerts, st *state.State, live map[string]*run.Liveness) error {
+	for _, t := range st.TaskList() {
+		now := ""
+		if l := live[t.ID]; l != nil {
+			now = l.State
+		}
+		before := a.last[t.ID]
+		a.last[t.ID] = now
+		if now == before || (now != run.LiveQuiet && now != run.LiveDead) {
+			continue
+		}
+		l := live[t.ID]
+		rec := map[string]any{"kind": now, "task": t, "liveness": l}
+		if cmd := e.c.String("exec"); cmd != "" {
+			e.runExec(ctx, cmd, rec, "task "+t.ID+" turning "+now, "CREW_RUN="+st.Run, "CREW_TASK="+t.ID, "CREW_KIND="+now)
+		} else if err := e.emit(rec, fmt.Sprintf("%s is %s", t.ID, livenessText(l))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watchTimedOut is crew watch's error at its --timeout.
+func (e *env) watchTimedOut() error {
+	return fmt.Errorf("watch: no more messages within --timeout %s: %w", e.c.String("timeout"), crew.ErrTimeout)
 }
 
 // deliver returns crew watch's callback for eachEvent: it prints each
@@ -184,18 +262,26 @@ func (f *watchFilter) match(e *events.Event) (string, bool) {
 // and the NATS settings) in the environment. A failure is reported on
 // stderr and watching goes on.
 func (e *env) execFor(ctx context.Context, cmd string, m *events.Message, taskID string) {
-	line, _ := jsonLine(m)
+	e.runExec(ctx, cmd, m, "message "+m.ID, "CREW_MESSAGE_ID="+m.ID, "CREW_RUN="+m.Run, "CREW_TASK="+taskID, "CREW_KIND="+m.Kind)
+}
+
+// runExec runs --exec CMD with sh -c: rec as one JSON line on its
+// stdin, env and the state root (CREW_DIR, or CREW_STORE and the NATS
+// settings) in its environment. A failure is reported on stderr, naming
+// what it ran for, and watching goes on.
+func (e *env) runExec(ctx context.Context, cmd string, rec any, what string, env ...string) {
+	line, _ := jsonLine(rec)
 	// Ctrl-C, SIGTERM or --timeout end a CMD that hangs too (sh gets
 	// SIGKILL; WaitDelay bounds waiting for its output).
 	x := exec.CommandContext(ctx, "sh", "-c", cmd)
 	x.WaitDelay = time.Second
 	x.Stdin = bytes.NewReader(line)
 	x.Stdout, x.Stderr = e.stdout, e.stderr
-	x.Env = append(os.Environ(), "CREW_MESSAGE_ID="+m.ID, "CREW_RUN="+m.Run, "CREW_TASK="+taskID, "CREW_KIND="+m.Kind)
+	x.Env = append(os.Environ(), env...)
 	if root, err := e.root(); err == nil {
 		x.Env = append(x.Env, e.storeEnv(root)...) // crew in CMD finds the same state root
 	}
 	if err := x.Run(); err != nil {
-		fmt.Fprintf(e.stderr, "crew: watch: %s for message %s: %v\n", human.Escape(cmd), m.ID, err)
+		fmt.Fprintf(e.stderr, "crew: watch: %s for %s: %v\n", human.Escape(cmd), what, err)
 	}
 }

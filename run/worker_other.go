@@ -1,0 +1,22 @@
+//go:build !unix
+
+package run
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// groupLeader does nothing here: there are no process groups.
+func groupLeader(*exec.Cmd) {}
+
+// stopGroup kills cmd's process.
+func stopGroup(cmd *exec.Cmd, _ syscall.Signal) { cmd.Process.Kill() }
+
+// signalOf is "" here: a process only exits.
+func signalOf(*os.ProcessState) string { return "" }
+
+// touch sets the modification time of the file at path to t.
+func touch(path string, t time.Time) error { return os.Chtimes(path, t, t) }
