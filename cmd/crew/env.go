@@ -163,16 +163,23 @@ func (e *env) reader() (*run.Run, string, error) {
 	return r, run.Leader, nil
 }
 
+// worker resolves the worker's task (--task / CREW_TASK, required) and
+// then its run (--run / CREW_RUN, else the latest).
+func (e *env) worker() (*run.Run, string, error) {
+	id, err := e.task()
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := e.run()
+	return r, id, err
+}
+
 // workerMessage resolves the run and a message from a worker: its task
 // (--task / CREW_TASK), its agent (--as / CREW_AGENT, else the task's
 // agent), the body (the first argument) and --priority.
 func (e *env) workerMessage() (*run.Run, run.SendOptions, error) {
 	var msg run.SendOptions
-	id, err := e.task()
-	if err != nil {
-		return nil, msg, err
-	}
-	r, err := e.run()
+	r, id, err := e.worker()
 	if err != nil {
 		return nil, msg, err
 	}

@@ -152,11 +152,7 @@ func answerHook(c *cli.Context, a hookAgent) error {
 	if c.String("task") == "" {
 		return nil // not a crew worker
 	}
-	id, err := e.task()
-	if err != nil {
-		return err
-	}
-	r, err := e.run()
+	r, id, err := e.worker()
 	if err != nil {
 		return err
 	}

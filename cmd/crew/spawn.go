@@ -289,11 +289,7 @@ func heartbeat(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return fmt.Errorf("heartbeat takes no arguments (the task is --task or CREW_TASK): %w", crew.ErrInvalid)
 	}
-	id, err := e.task()
-	if err != nil {
-		return err
-	}
-	r, err := e.run()
+	r, id, err := e.worker()
 	if err != nil {
 		return err
 	}
