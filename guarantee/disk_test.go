@@ -63,6 +63,7 @@ func seamRun(t *testing.T) (*run.Root, *run.Run, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(run.CreateOptions{ID: "r1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +77,7 @@ func seamRun(t *testing.T) (*run.Root, *run.Run, string) {
 	if _, err := r.Send(ctx, run.SendOptions{Kind: "steer", Task: "t1", From: "leader", Body: "first"}); err != nil {
 		t.Fatal(err)
 	}
+	r.Sync() // its snapshot follows the operation's return: in place before the test looks
 	return root, r, root.Dir()
 }
 
@@ -186,6 +188,7 @@ func TestSeamFailedProjectionIsCaughtUp(t *testing.T) {
 			root, r, _ := seamRun(t)
 			restore := failing(syscall.ENOSPC, part, fsys.OpWrite, fsys.OpCreate, fsys.OpRename, fsys.OpLink)
 			m, err := r.Send(ctx, run.SendOptions{Kind: "steer", Task: "t1", From: "leader", Body: "while full"})
+			r.Sync() // tasks.json is written after the operation returns
 			if restore() == 0 {
 				t.Fatalf("the fault was never reached")
 			}

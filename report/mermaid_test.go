@@ -164,6 +164,7 @@ func TestMermaidKeywordTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(run.CreateOptions{ID: "end", Leader: "participant", Dir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(run.CreateOptions{ID: "r1", Title: "fix | the *build*", Dir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ func TestAcknowledgeClosedMessageOnlyByItsRecipient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(CreateOptions{ID: "r1", Dir: dir})
 	if err != nil {
 		t.Fatal(err)

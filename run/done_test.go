@@ -22,6 +22,7 @@ func doneRun(t *testing.T, doneWhen string) (*Run, context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(CreateOptions{ID: "r1", Dir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer root.Close() // before the process ends: the last snapshots may still be being written
 	r, err := root.Create(run.CreateOptions{ID: "r1", Title: "fix Reverse"})
 	if err != nil {
 		log.Fatal(err)

@@ -17,6 +17,7 @@ func newTestRun(t *testing.T) *Run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(CreateOptions{ID: "r1", Title: "test", Dir: dir})
 	if err != nil {
 		t.Fatal(err)

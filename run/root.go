@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,6 +79,17 @@ func Above(dir string) string {
 		return ""
 	}
 	return s.Dir()
+}
+
+// Close releases the root's store: on the file system it waits for the
+// projections its runs still write after their operations returned
+// (file.Store.Close), on NATS it closes the connection. Call it before
+// the process ends.
+func (r *Root) Close() error {
+	if c, ok := r.Store.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // Dir returns the state root's directory, "" for a store without one.

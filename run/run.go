@@ -75,8 +75,9 @@ func (r *Run) Events(since int64) (store.Cursor, error) { return r.log.Events(si
 func (r *Run) Watch() store.Waiter { return r.log.Watch() }
 
 // SetAsync sets whether operations return as soon as their events are
-// durable (true), or only once their projections (mailbox files, mail
-// tree, snapshots) are written too (false, the default). With true, a
+// durable (true), or only once their mailbox lines and mail-tree copies
+// are written too (false, the default; the snapshots follow in the
+// background, docs/files.md, Write order). With true, a
 // long-lived leader commits its next operation while the projections of
 // the last one are still being written; Sync waits for them. Either way
 // the log is durable before an operation returns. A store that projects
@@ -88,7 +89,7 @@ func (r *Run) SetAsync(on bool) {
 }
 
 // Sync waits until the projections of every operation committed through
-// r are written (see SetAsync).
+// r are written, snapshots included (see SetAsync).
 func (r *Run) Sync() {
 	if p, ok := r.log.(store.Projector); ok {
 		p.Sync()

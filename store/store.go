@@ -126,11 +126,12 @@ type Waiter interface {
 // store's. Logs that project before they return need not implement it.
 type Projector interface {
 	// SetAsync sets whether operations return as soon as their events
-	// are durable (true), or only once their projections are written
-	// too (false, the default).
+	// are durable (true), or only once the projections a reader looks
+	// at next (mailbox files, mail tree) are written too (false, the
+	// default); the snapshots may follow.
 	SetAsync(on bool)
 	// Sync waits until the projections of every operation committed
-	// through the Log are written.
+	// through the Log are written, snapshots included.
 	Sync()
 }
 

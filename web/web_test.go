@@ -47,6 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	dir := t.TempDir()
 	root, err := run.Init(dir, crew.PrivatePerm)
 	must(t, err)
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	return newFixtureOn(t, root, dir)
 }
 

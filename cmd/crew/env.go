@@ -57,6 +57,9 @@ func (e *env) root() (*run.Root, error) {
 		r.MaxBody = e.c.Int("max-body")
 		return r, nil
 	}
+	if r, ok := e.c.App.Metadata[fileRootKey].(*run.Root); ok {
+		return r, nil
+	}
 	dir := e.c.String("dir")
 	if dir == "" {
 		wd, err := os.Getwd()
@@ -70,6 +73,7 @@ func (e *env) root() (*run.Root, error) {
 		return nil, err
 	}
 	r.MaxBody = e.c.Int("max-body")
+	e.c.App.Metadata[fileRootKey] = r
 	return r, nil
 }
 

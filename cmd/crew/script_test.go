@@ -242,6 +242,7 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 		var err error
 		root, err = run.Find(ts.MkAbs("."), crew.PrivatePerm)
 		ts.Check(err)
+		defer root.Close()
 	}
 	var r *run.Run
 	var err error

@@ -24,10 +24,18 @@ var storeFlags = []cli.Flag{
 // Main closes when the command ends.
 const storeKey = "store"
 
-// closeStore closes the store the command dialled, if any.
+// fileRootKey is the App.Metadata key of the state root under a .crew
+// directory a command found (env.root), which Main closes too: its runs
+// may still be writing their snapshots (run.Root.Close).
+const fileRootKey = "fileRoot"
+
+// closeStore closes the store the command dialled or found, if any.
 func closeStore(app *cli.App) {
 	if s, ok := app.Metadata[storeKey].(io.Closer); ok {
 		s.Close()
+	}
+	if r, ok := app.Metadata[fileRootKey].(*run.Root); ok {
+		r.Close()
 	}
 }
 

@@ -92,7 +92,7 @@ func (l *Log) closeMailDir(agent string) {
 }
 
 // hold takes the run lock for this process, or counts one more user of
-// the lock it already holds; unhold gives one back, and the last unlocks.
+// the lock it already holds.
 func (l *Log) hold(ctx context.Context) error {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
@@ -108,14 +108,30 @@ func (l *Log) hold(ctx context.Context) error {
 	return nil
 }
 
+// unhold gives back one hold. The last one lets the lock go, after
+// tasks.json has caught up, so that the next process to take it finds it
+// current (and need not replay and project again what this one did).
+// Other holds do not wait for a snapshot being written: a commit of this
+// process may go on meanwhile (it then keeps the lock, and the last hold
+// writes the snapshot again).
 func (l *Log) unhold() {
 	l.hmu.Lock()
+	if l.holds > 1 {
+		l.holds--
+		l.hmu.Unlock()
+		return
+	}
+	l.hmu.Unlock()
+	// The last hold, it seems: no snapshot write may be in flight when
+	// the lock goes (smu), and none left pending.
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	l.hmu.Lock()
 	defer l.hmu.Unlock()
-	if l.holds == 1 {
-		// The lock is let go: tasks.json catches up first, so that the
-		// next process to take it finds it current (and need not replay
-		// and project again what this one did).
-		l.flushSnapshot()
+	for l.holds == 1 && l.held.pending != nil {
+		l.hmu.Unlock()
+		l.writePending()
+		l.hmu.Lock()
 	}
 	l.holds--
 	if l.holds == 0 {

@@ -43,6 +43,7 @@ type Log struct {
 
 	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
 	hmu   sync.Mutex   // guards holds, fl and held
+	smu   sync.Mutex   // one writer of tasks.json at a time in this process
 	holds int          // users of the run lock in this process: a commit batch, projection jobs
 	fl    *flock.Flock // the run lock, while holds > 0
 	held  lockEpoch    // what this process knows of the run's files while it holds the lock

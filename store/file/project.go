@@ -33,8 +33,9 @@ import (
 // directories it has open. tasks.json is written when the lock is let go
 // and at least every snapshotEvery events, not after every batch.
 //
-// By default an operation returns once its projections are done;
-// SetAsync lets it return as soon as its event is durable.
+// By default an operation returns once its mailbox lines and mail tree
+// are written, and its snapshots follow (the lock kept until they are
+// written); SetAsync lets it return as soon as its event is durable.
 
 // project brings the projections up to date with events already committed:
 // mailbox files, the mail tree, and the read flags in it. evs are the log's
@@ -203,8 +204,9 @@ func (p *projector) init() {
 }
 
 // SetAsync sets whether operations return as soon as their events are
-// durable (true), or only once their projections (mailbox files, mail
-// tree, snapshots) are written too (false, the default). With true, a
+// durable (true), or only once their mailbox lines and mail tree are
+// written too (false, the default; the snapshots follow, and Sync or
+// Store.Close waits for them). With true, a
 // long-lived leader commits its next operation while the projections of
 // the last one are still being written; Sync waits for them. Either way
 // the log is fsynced before an operation returns, and another process
@@ -216,7 +218,7 @@ func (l *Log) SetAsync(on bool) {
 }
 
 // Sync waits until the projections of every operation committed through
-// r are written (see SetAsync).
+// l are written, snapshots included (see SetAsync).
 func (l *Log) Sync() {
 	p := &l.proj
 	p.mu.Lock()
@@ -225,9 +227,7 @@ func (l *Log) Sync() {
 		p.cond.Wait()
 	}
 	p.mu.Unlock()
-	l.hmu.Lock()
 	l.flushSnapshot() // pending only while the lock is held; a failure leaves tasks.json behind, which readers replay
-	l.hmu.Unlock()
 }
 
 // enqueue hands a job to the projector, which already holds a run-lock
@@ -244,16 +244,19 @@ func (l *Log) enqueue(j *job) {
 	p.pending += len(j.evs)
 	if !p.running {
 		p.running = true
+		l.store.background.Add(1)
 		go l.projectLoop()
 	}
 	p.mu.Unlock()
 }
 
-// projectInline runs j in the calling goroutine, when the Run is
-// synchronous and its projector idle: a lone operation (a crew command)
-// then projects without handing over to another goroutine and back, which
-// costs a process that does one operation more than the projection. It
-// reports whether it ran j.
+// projectInline writes j's mailbox lines and mail tree in the calling
+// goroutine, when the Run is synchronous and its projector idle: a lone
+// operation (a crew command) then projects without handing over to
+// another goroutine and back, which costs a process that does one
+// operation more than the projection. Its caller may return then; the
+// snapshots follow in the background (snapshotJobs), the run lock held
+// until they are written. It reports whether it ran j.
 func (l *Log) projectInline(j *job) bool {
 	p := &l.proj
 	p.mu.Lock()
@@ -263,18 +266,22 @@ func (l *Log) projectInline(j *job) bool {
 		return false
 	}
 	p.running = true
+	p.pending += len(j.evs)
 	broken := p.broken
 	p.mu.Unlock()
-	if !broken && l.runJobs([]*job{j}) != nil {
+	jobs := []*job{j}
+	if !broken && l.projectJobs(jobs) != nil {
 		broken = true
+		p.setBroken() // before the caller returns: its next commit starts again from tasks.json
 	}
-	p.mu.Lock()
-	p.broken = p.broken || broken
+	l.forgetIfLast(jobs)
 	close(j.done)
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	l.unhold()
-	l.startQueued()
+	l.store.background.Add(1)
+	go func() {
+		defer l.store.background.Done()
+		l.finishJobs(jobs, broken)
+		l.startQueued()
+	}()
 	return true
 }
 
@@ -285,6 +292,7 @@ func (l *Log) startQueued() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.jobs) > 0 {
+		l.store.background.Add(1)
 		go l.projectLoop()
 		return
 	}
@@ -301,8 +309,10 @@ func (l *Log) isAsync() bool {
 
 // projectLoop runs the queued jobs, all at once when several are
 // waiting: their mail tree and mailbox files in order, then one snapshot
-// for the last.
+// for the last. A job's caller may return once its mailbox lines and
+// mail tree are written.
 func (l *Log) projectLoop() {
+	defer l.store.background.Done()
 	p := &l.proj
 	for {
 		p.mu.Lock()
@@ -317,48 +327,81 @@ func (l *Log) projectLoop() {
 		broken := p.broken
 		p.mu.Unlock()
 
-		if !broken && l.runJobs(jobs) != nil {
+		if !broken && l.projectJobs(jobs) != nil {
 			broken = true
+			p.setBroken() // before the callers return: their next commit starts again from tasks.json
 		}
-		p.mu.Lock()
-		if broken {
-			p.broken = true
-		}
+		l.forgetIfLast(jobs)
 		for _, j := range jobs {
-			p.pending -= len(j.evs)
 			close(j.done)
 		}
-		p.cond.Broadcast()
-		p.mu.Unlock()
-		for range jobs {
-			l.unhold()
-		}
+		l.finishJobs(jobs, broken)
 	}
 }
 
-// runJobs projects the jobs' events and checkpoints the snapshots of the
-// last (tasks.json when due, open.jsonl when its job carries it).
-// A projection that could not be written (a full disk, say) stops it
-// before tasks.json moves past the events, so that the next writer replays
+// finishJobs checkpoints the snapshots of jobs whose projections were
+// written (broken: they were not, or an earlier job's were not), marks
+// the jobs done, and gives back their holds of the run lock.
+func (l *Log) finishJobs(jobs []*job, broken bool) {
+	if !broken && l.snapshotJobs(jobs) != nil {
+		broken = true
+	}
+	p := &l.proj
+	p.mu.Lock()
+	p.broken = p.broken || broken
+	for _, j := range jobs {
+		p.pending -= len(j.evs)
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	for range jobs {
+		l.unhold()
+	}
+}
+
+// forgetIfLast forgets where the mailbox files end when jobs hold the
+// run lock alone (no commit under way, no job queued): the lock is kept
+// past their callers' return only for the snapshots, and as if it had
+// been let go, the next operation reads where the files end, and so sees
+// a change made to them meanwhile.
+func (l *Log) forgetIfLast(jobs []*job) {
+	l.hmu.Lock()
+	if l.holds == len(jobs) {
+		l.held.files = nil
+	}
+	l.hmu.Unlock()
+}
+
+// projectJobs writes the jobs' mailbox lines and mail tree. A projection
+// that could not be written (a full disk, say) stops the jobs before
+// tasks.json moves past their events, so that the next writer replays
 // them and projects them again (every step is idempotent).
-func (l *Log) runJobs(jobs []*job) error {
+func (l *Log) projectJobs(jobs []*job) error {
 	var (
 		evs  []*events.Event
 		acts []mailbox.Act
-		open *state.State
 	)
 	for _, j := range jobs {
 		evs = append(evs, j.evs...)
 		acts = append(acts, j.acts...)
-		if j.open != nil {
-			open = j.open
-		}
 	}
 	last := jobs[len(jobs)-1]
 	if err := l.project(acts, evs, last.snap.Files, jobs[0].before); ioFailure(err) {
 		return err
 	}
-	if err := l.checkpoint(last.snap); err != nil {
+	return nil
+}
+
+// snapshotJobs checkpoints the snapshots as of the last of the jobs:
+// tasks.json when due, open.jsonl when a job carries it.
+func (l *Log) snapshotJobs(jobs []*job) error {
+	var open *state.State
+	for _, j := range jobs {
+		if j.open != nil {
+			open = j.open
+		}
+	}
+	if err := l.checkpoint(jobs[len(jobs)-1].snap); err != nil {
 		return err
 	}
 	if open != nil && l.writeOpenSnapshot(open) != nil {
@@ -367,6 +410,12 @@ func (l *Log) runJobs(jobs []*job) error {
 		l.openKnown.Store(false)
 	}
 	return nil
+}
+
+func (p *projector) setBroken() {
+	p.mu.Lock()
+	p.broken = true
+	p.mu.Unlock()
 }
 
 func (p *projector) isBroken() bool {

@@ -222,6 +222,7 @@ func TestCrashBetweenCommitAndProjection(t *testing.T) {
 			}
 			_, err = w.AddTask(context.Background(), "t4", state.TaskSpec{}, "leader")
 			must(t, err)
+			w.Sync() // tasks.json follows the operation's return
 			checkMailboxes(t, r, "after the next write")
 			if readFlag(t, r, "w3", id) {
 				t.Error("the caught-up copy is marked read")

@@ -72,30 +72,48 @@ func (l *Log) writeSnapshot(st *state.State) error {
 const snapshotEvery = 128
 
 // checkpoint writes st (the state after a projection job) to tasks.json
-// when it is due, and otherwise keeps it to write later (lockEpoch).
+// when it is due, and otherwise keeps it to write later (lockEpoch). The
+// caller holds the run lock.
 func (l *Log) checkpoint(st *state.State) error {
 	l.hmu.Lock()
-	defer l.hmu.Unlock()
-	l.held.pending = st
-	if l.held.snapSeq > 0 && st.Seq-l.held.snapSeq < snapshotEvery {
+	if l.held.pending == nil || l.held.pending.Seq < st.Seq {
+		l.held.pending = st
+	}
+	due := l.held.snapSeq == 0 || st.Seq-l.held.snapSeq >= snapshotEvery
+	l.hmu.Unlock()
+	if !due {
 		return nil
 	}
 	return l.flushSnapshot()
 }
 
 // flushSnapshot writes the pending state, if any, to tasks.json. The
-// caller holds hmu and the run lock.
+// caller holds the run lock, not hmu: a commit may go on meanwhile.
 func (l *Log) flushSnapshot() error {
-	st := l.held.pending
-	if st == nil {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.writePending()
+}
+
+// writePending writes the pending state to tasks.json, unless there is
+// none or tasks.json already holds a later one. The caller holds smu
+// (one writer of tasks.json) and the run lock, not hmu.
+func (l *Log) writePending() error {
+	l.hmu.Lock()
+	st, written := l.held.pending, l.held.snapSeq
+	l.held.pending = nil
+	l.hmu.Unlock()
+	if st == nil || st.Seq <= written {
 		return nil
 	}
-	l.held.pending = nil
-	if err := l.writeSnapshot(st); err != nil {
+	err := l.writeSnapshot(st)
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if err != nil {
 		l.held.snapSeq = 0
 		return err
 	}
-	l.held.snapSeq = st.Seq
+	l.held.snapSeq = max(l.held.snapSeq, st.Seq)
 	return nil
 }
 

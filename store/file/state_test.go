@@ -27,6 +27,7 @@ func newTestRun(t *testing.T) *run.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	r, err := root.Create(run.CreateOptions{ID: "r1", Title: "test", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +192,7 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	r := newTestRun(t)
 	var snapshots [][]byte
 	scenario(t, r, func(int) {
+		r.Sync() // tasks.json follows each operation's return
 		data, err := os.ReadFile(snapshotPath(r))
 		must(t, err)
 		snapshots = append(snapshots, data)
@@ -272,6 +274,7 @@ func TestStateRebuiltFromLog(t *testing.T) {
 	r2 := reopen(t, r)
 	_, err = r2.Send(context.Background(), run.SendOptions{Kind: events.KindNudge, Task: "t3", From: "leader"})
 	must(t, err)
+	r2.Sync() // tasks.json follows the operation's return
 	data, err := os.ReadFile(snapshotPath(r))
 	if err != nil {
 		t.Fatalf("the next write did not put tasks.json back: %v", err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -29,6 +30,21 @@ const DirName = ".crew"
 type Store struct {
 	dir  string    // absolute path of the .crew directory
 	Perm crew.Perm // modes for new files and directories
+	// background counts the goroutines of its runs still writing
+	// projections after their operations returned (Close waits).
+	background sync.WaitGroup
+}
+
+// Close waits until the runs opened through r have written the
+// projections of every operation they committed: those of an
+// asynchronous Log (SetAsync), and the snapshots (tasks.json,
+// open.jsonl) a synchronous operation leaves to be written after it
+// returns. A process that ends without it leaves them behind the log,
+// which the next writer catches up on. It returns nil; the Store stays
+// usable.
+func (r *Store) Close() error {
+	r.background.Wait()
+	return nil
 }
 
 // Dir returns the absolute path of the .crew directory.

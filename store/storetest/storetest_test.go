@@ -37,7 +37,7 @@ func dial(ctx context.Context, addr string) (*run.Root, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return root, func() {}, nil
+		return root, func() { root.Close() }, nil
 	case "nats":
 		s, err := natsstore.Dial(ctx, where, natsstore.Options{})
 		if err != nil {
