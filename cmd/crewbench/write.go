@@ -84,6 +84,46 @@ func rawCreate(dir string, d time.Duration) (float64, error) {
 	})(d)
 }
 
+// rawSend is the least any program does for send_ratio's workload on
+// this disk: one writer that, per message, takes a file lock, appends
+// rawLine to a log and fsyncs it, creates a 600-byte file (the mail-tree
+// copy, docs/mail-tree.md) and appends rawLine to a second file (the
+// mailbox line), then unlocks; no encoding, no validation, no state.
+func rawSend(dir string) (func(time.Duration) (float64, error), error) {
+	sub, err := os.MkdirTemp(dir, "rawsend-")
+	if err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(filepath.Join(sub, "log"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	box, err := os.OpenFile(filepath.Join(sub, "box"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	lk := flock.New(filepath.Join(sub, "lock"))
+	data := bytes.Repeat([]byte("x"), 600)
+	return rate(func(i int) error {
+		if err := lk.Lock(); err != nil {
+			return err
+		}
+		if _, err := log.Write(rawLine); err != nil {
+			return err
+		}
+		if err := log.Sync(); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%07d.json", i)), data, 0o600); err != nil {
+			return err
+		}
+		if _, err := box.Write(rawLine); err != nil {
+			return err
+		}
+		return lk.Unlock()
+	}), nil
+}
+
 // rawGroup measures, for d, the least any program does for group_ratio's
 // workload on this disk and these processors: 16 goroutines, each
 // appending rawLine and creating a 600-byte file per message (docs/mail-tree.md: the
