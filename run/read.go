@@ -307,6 +307,9 @@ type Pending struct {
 	// open question of a waiting task) and the reports not yet
 	// acknowledged; for a task: its messages not yet acknowledged.
 	Messages []events.Message `json:"messages,omitempty"`
+	// Task is the participant's task in the same state (nil for the
+	// leader): a caller that needs both reads the run once.
+	Task *state.Task `json:"-"`
 }
 
 // Pending computes what is open for participant (Leader or a task id) by
@@ -319,8 +322,9 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
+	p := &Pending{}
 	if participant != Leader {
-		if _, err := st.Task(participant); err != nil {
+		if p.Task, err = st.Task(participant); err != nil {
 			return nil, err
 		}
 	}
@@ -328,7 +332,6 @@ func (r *Run) Pending(participant string) (*Pending, error) {
 	sort.SliceStable(list, func(i, j int) bool {
 		return events.PriorityRank(list[i].Priority) > events.PriorityRank(list[j].Priority)
 	})
-	p := &Pending{}
 	if p.Messages, err = r.bodies(list); err != nil {
 		return nil, err
 	}

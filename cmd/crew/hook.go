@@ -197,15 +197,7 @@ func (h *hook) open() (*state.Task, []events.Message, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := h.r.TaskState()
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := st.Task(h.task)
-	if err != nil {
-		return nil, nil, err
-	}
-	return t, p.Messages, nil
+	return p.Task, p.Messages, nil
 }
 
 // markDelivered records that the agent was shown msgs (as crew inbox
