@@ -40,8 +40,8 @@ type Store struct {
 // asynchronous Log (SetAsync), and the snapshots (tasks.json,
 // open.jsonl) a synchronous operation leaves to be written after it
 // returns. A process that ends without it leaves them behind the log,
-// which the next writer catches up on. It returns nil; the Store stays
-// usable.
+// which the next writer catches up on. Call it when no operation is
+// under way. It returns nil; the Store stays usable.
 func (r *Store) Close() error {
 	r.background.Wait()
 	return nil
