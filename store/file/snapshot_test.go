@@ -313,3 +313,22 @@ func snapshotSeq(t *testing.T, r *run.Run) int64 {
 	must(t, json.Unmarshal(data, &st))
 	return st.Seq
 }
+
+// TestCloseWaitsForSnapshots: a synchronous operation returns before its
+// snapshot is written; Root.Close (Store.Close) waits for it, so that a
+// process that closes its root before it ends leaves tasks.json current.
+func TestCloseWaitsForSnapshots(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("steer ", i)})
+		must(t, err)
+		must(t, r.Root().Close())
+		if snap := fl(r).ReadSnapshot(); snap.Seq != m.Seq {
+			t.Fatalf("after steer %d and Close, tasks.json is at seq %d, want %d", i, snap.Seq, m.Seq)
+		}
+	}
+}
