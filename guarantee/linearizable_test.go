@@ -408,6 +408,8 @@ func (h *linHarness) linWorkload(tasks []string, leaders, target int, killEvery 
 	}
 	wg.Wait()
 	<-done
+	n, took := h.rec.len(), time.Since(h.rec.start)
+	h.t.Logf("%d operations in %v: %.1f per second", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 	return kills
 }
 
