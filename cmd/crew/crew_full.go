@@ -41,6 +41,7 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 	s, err := dialStore(e.c.Context, func() (io.Closer, error) {
 		return natsstore.Dial(e.c.Context, addr, natsstore.Options{
 			Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: e.c.Int("nats-replicas"),
+			KeepLogs: true, // a command line may be crew mcp's server, whose tool calls share the store
 		})
 	})
 	if err != nil {

@@ -40,6 +40,13 @@ type Options struct {
 	// another); 0 means DefaultRetryFor. A context's deadline, when
 	// earlier, ends it first.
 	RetryFor time.Duration
+	// KeepLogs makes Open return one Log per run for the Store's life
+	// (the first Open's): the state it has reduced from the run's log is
+	// kept, and each operation reads only what was appended since the
+	// last, where a new Log replays the whole log first. For a process
+	// that serves many operations on one connection (crew mcp, crew
+	// serve). Without it, each Open is a new Log, as another process's.
+	KeepLogs bool
 }
 
 // DefaultTimeout bounds connecting and each request when
@@ -62,6 +69,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream // by run id
+	logs    map[string]*Log             // by run id, with Options.KeepLogs
 }
 
 // Dial connects to the servers in urls ("nats://HOST:PORT", several
@@ -122,7 +130,7 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("NATS at %s: JetStream account info: %v", shown, err)
 	}
-	s := &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}}
+	s := &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}, logs: map[string]*Log{}}
 	s.mail = &Mail{s: s}
 	return s, nil
 }
