@@ -581,9 +581,9 @@ func TestLinearizableFileStore(t *testing.T) {
 	}
 }
 
-// TestLinearizableNATSCluster: the same workload, 1,000 operations per
-// make test (a NATS operation of crew mcp dials the cluster: ten times
-// slower here than one on the file store), on a run kept on a
+// TestLinearizableNATSCluster: the same workload, 10,000 operations per
+// make test (each crew mcp process keeps one connection to the cluster
+// and the run's state between its tool calls), on a run kept on a
 // three-node JetStream cluster (embedded servers on loopback, three
 // replicas of the run's stream and of the mail bucket), with random crew
 // processes killed with kill -9 and, every few seconds, the node leading
@@ -610,7 +610,7 @@ func TestLinearizableNATSCluster(t *testing.T) {
 	h := &linHarness{t: t, ctx: ctx, dir: dir, env: env,
 		rec: &linRecorder{start: time.Now(), counts: map[string]int{}}}
 	restarts, partitions := 0, 0
-	kills := h.linWorkload(tasks, 2, linOps(1000), time.Second, func(stop <-chan struct{}) {
+	kills := h.linWorkload(tasks, 2, linOps(10000), time.Second, func(stop <-chan struct{}) {
 		for round := 0; ; round++ {
 			select {
 			case <-stop:
