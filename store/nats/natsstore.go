@@ -70,6 +70,7 @@ type Store struct {
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream // by run id
 	logs    map[string]*Log             // by run id, with Options.KeepLogs
+	lockKV  jetstream.KeyValue          // LockBucket, once found
 }
 
 // Dial connects to the servers in urls ("nats://HOST:PORT", several
