@@ -51,7 +51,7 @@ powerloss:
 		$(GO) test -count=1 -v -timeout 0 -run '^TestPowerLoss$$' ./guarantee/
 
 # The linearizability checks alone, longer: LINEARIZABILITY_OPS operations
-# per store (make test records 10,000 on the file store and 1,000 on the
+# per store (make test records 10,000 on each: the file store and the
 # NATS cluster), checked by porcupine (guarantee/linearizable_test.go).
 LINEARIZABILITY_OPS ?= 20000
 linearizability:

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/crew-dev/crew/internal/natstest"
 )
 
 const (
@@ -242,6 +244,13 @@ func TestManyWritersOneMailTree(t *testing.T) {
 // them at once, and returns their results in order.
 func race(t *testing.T, dir string, argss [][]string) []result {
 	t.Helper()
+	return raceIn(t, dir, nil, argss)
+}
+
+// raceIn is race with extra environment entries for every process
+// ("CREW_STORE=...").
+func raceIn(t *testing.T, dir string, env []string, argss [][]string) []result {
+	t.Helper()
 	goFile := filepath.Join(t.TempDir(), "go")
 	type proc struct {
 		wait           func() error
@@ -249,7 +258,7 @@ func race(t *testing.T, dir string, argss [][]string) []result {
 	}
 	var procs []proc
 	for _, args := range argss {
-		cmd := helperCmd(t, "exec-on-go", "GO_FILE="+goFile, "GO_ARGS="+strings.Join(args, "\x1f"))
+		cmd := helperCmd(t, "exec-on-go", append([]string{"GO_FILE=" + goFile, "GO_ARGS=" + strings.Join(args, "\x1f")}, env...)...)
 		cmd.Dir = dir
 		p := proc{wait: cmd.Wait, stdout: new(strings.Builder), stderr: new(strings.Builder)}
 		cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
@@ -494,10 +503,28 @@ func TestCaseVariantsRace(t *testing.T) {
 // across runs, so at most one of them succeeds (docs/concepts.md, Reserved
 // names), and the other exits 3; never both.
 func TestLeaderAndTaskAgentRace(t *testing.T) {
-	dir := newRun(t, "r1")
-	for i := range 8 {
+	leaderAndTaskAgentRace(t, newRun(t, "r1"), nil, 8)
+}
+
+// TestLeaderAndTaskAgentRaceNATS: the same on a NATS server, where the
+// creators take turns through the agents lock of the CREW_LOCKS bucket.
+func TestLeaderAndTaskAgentRaceNATS(t *testing.T) {
+	srv := natstest.Server(t)
+	dir := t.TempDir()
+	env := []string{"CREW_STORE=" + srv.ClientURL()}
+	if res := runCrewIn(t, dir, nil, env, "run", "create", "--id", "r1"); res.Code != 0 {
+		t.Fatalf("crew run create: exit %d: %s", res.Code, res.Stderr)
+	}
+	leaderAndTaskAgentRace(t, dir, env, 16)
+}
+
+// leaderAndTaskAgentRace races, rounds times, crew run create --leader X
+// against crew task add --agent X in run r1 of the store dir and env
+// find.
+func leaderAndTaskAgentRace(t *testing.T, dir string, env []string, rounds int) {
+	for i := range rounds {
 		agent := fmt.Sprintf("agent%d", i)
-		res := race(t, dir, [][]string{
+		res := raceIn(t, dir, env, [][]string{
 			{"run", "create", "--id", fmt.Sprintf("lead%d", i), "--leader", agent},
 			{"task", "add", fmt.Sprintf("task%d", i), "--agent", agent, "--run", "r1"},
 		})

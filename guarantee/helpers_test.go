@@ -340,7 +340,9 @@ func execOnGoMain() int {
 		time.Sleep(200 * time.Microsecond)
 	}
 	bin := os.Getenv(binEnv)
-	err := syscall.Exec(bin, append([]string{bin}, args...), crewEnv())
+	// The helper's environment: crewEnv's, with the CREW_* entries the
+	// test gave it (raceIn).
+	err := syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
 	fmt.Fprintln(os.Stderr, "guarantee: exec crew:", err)
 	return 1
 }

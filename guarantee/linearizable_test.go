@@ -28,16 +28,17 @@ import (
 // behave as if they happened one at a time, each at a moment between its
 // call and its return, in the order of a sequential model of the run.
 // Real crew processes (crew mcp servers, one tool call per operation) of
-// the leader and of each task's worker call steer, respond, ask, inbox
-// and task show at random while a killer sends kill -9 to random ones;
+// the leader and of each task's worker call steer, respond, ask, inbox,
+// ack and task show at random while a killer sends kill -9 to random ones;
 // every call and return is recorded, and porcupine
 // (github.com/anishathalye/porcupine) checks the history against linModel.
 // An operation whose process was killed, or that failed with anything but
 // a conflict, has an unknown outcome: it may or may not have happened.
 
 // linInput is one operation: kind is steer, respond (leader), ask, inbox
-// (worker: crew_inbox --unread) or show (crew_task_show); body makes each
-// message unique.
+// (worker: crew_inbox --unread), ack (worker: crew_ack of the message
+// with that body, one a steer or respond returned) or show
+// (crew_task_show); body makes each message unique.
 type linInput struct {
 	Kind, Task, Body string
 }
@@ -64,6 +65,12 @@ type linState struct {
 	LastSeq int64
 }
 
+// removeBody returns set without body.
+func removeBody(set, body string) string {
+	parts := slices.DeleteFunc(strings.Split(set, "|"), func(b string) bool { return b == body || b == "" })
+	return strings.Join(parts, "|")
+}
+
 func addBody(set, body string) string {
 	if set == "" {
 		return body
@@ -77,7 +84,9 @@ func addBody(set, body string) string {
 // moves running to waiting and is refused (conflict) while waiting;
 // respond moves waiting to running, is refused while running, and leaves
 // its response pending; steer leaves its steer pending; inbox delivers
-// exactly the pending messages; show returns the status. Each message's
+// exactly the pending messages; ack of a message closes it, so that no
+// inbox delivers it after (one delivered or closed before stays so); show
+// returns the status. Each message's
 // seq exceeds every seq returned before it. An unknown outcome may be
 // either: the operation happened, or it did not.
 func linStep(s linState, in linInput, out linOutput) []linState {
@@ -92,6 +101,8 @@ func linStep(s linState, in linInput, out linOutput) []linState {
 			states = append(states, linState{"running", addBody(s.Pending, in.Body), s.LastSeq})
 		case in.Kind == "inbox" && s.Pending != "":
 			states = append(states, linState{s.Status, "", s.LastSeq})
+		case in.Kind == "ack" && removeBody(s.Pending, in.Body) != s.Pending:
+			states = append(states, linState{s.Status, removeBody(s.Pending, in.Body), s.LastSeq})
 		}
 		return states
 	}
@@ -119,6 +130,8 @@ func linStep(s linState, in linInput, out linOutput) []linState {
 		if out.Bodies == s.Pending {
 			return []linState{{s.Status, "", s.LastSeq}}
 		}
+	case "ack":
+		return []linState{{s.Status, removeBody(s.Pending, in.Body), s.LastSeq}}
 	case "show":
 		if out.Status == s.Status {
 			return []linState{s}
@@ -166,6 +179,8 @@ var linModel = porcupine.NondeterministicModel{
 			return fmt.Sprintf("inbox(%s) -> [%s]", in.Task, out.Bodies)
 		case "show":
 			return fmt.Sprintf("show(%s) -> %s", in.Task, out.Status)
+		case "ack":
+			return fmt.Sprintf("ack(%s %s) -> ok", in.Task, in.Body)
 		}
 		return fmt.Sprintf("%s(%s %s) -> seq %d", in.Kind, in.Task, in.Body, out.Seq)
 	},
@@ -182,6 +197,7 @@ type linRecorder struct {
 	ops     []porcupine.Operation
 	clients atomic.Int32
 	counts  map[string]int // per outcome: ok, conflict, unknown, and error classes
+	oks     map[string]int // operations that succeeded, per kind
 }
 
 func (r *linRecorder) now() int64 { return int64(time.Since(r.start)) }
@@ -200,6 +216,7 @@ func (r *linRecorder) add(client int, in linInput, call int64, out linOutput, re
 		r.counts[out.Class]++
 	default:
 		r.counts["ok"]++
+		r.oks[in.Kind]++
 	}
 }
 
@@ -223,6 +240,28 @@ type linHarness struct {
 	dir string
 	env []string
 	rec *linRecorder
+
+	mu   sync.Mutex
+	ids  map[string]string   // message id by body, of the messages steer and respond returned
+	sent map[string][]string // their bodies by task, in the order they returned
+}
+
+// sentTo returns the body of one of the last few messages a steer or
+// respond to task returned (those most likely still pending), or "", and
+// forgets it: each is acknowledged once (acknowledging a closed message
+// again reads the log for its status, a cost this workload need not pay
+// on every try).
+func (h *linHarness) sentTo(r *rand.Rand, task string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	bodies := h.sent[task]
+	if len(bodies) == 0 {
+		return ""
+	}
+	i := len(bodies) - 1 - r.IntN(min(len(bodies), 3))
+	body := bodies[i]
+	h.sent[task] = slices.Delete(bodies, i, i+1)
+	return body
 }
 
 func (h *linHarness) connect(extra ...string) (*linClient, error) {
@@ -247,6 +286,10 @@ func (h *linHarness) call(c *linClient, in linInput) linOutput {
 		name, args["question"] = "crew_ask", in.Body
 	case "inbox":
 		name, args["unread"] = "crew_inbox", true
+	case "ack":
+		h.mu.Lock()
+		name, args["ids"] = "crew_ack", []string{h.ids[in.Body]}
+		h.mu.Unlock()
 	case "show":
 		name, args["task"] = "crew_task_show", in.Task
 	}
@@ -270,6 +313,12 @@ func (h *linHarness) call(c *linClient, in linInput) linOutput {
 		}
 	default:
 		out = linDecode(in, res.StructuredContent)
+		if id, _ := res.StructuredContent.(map[string]any)["id"].(string); id != "" && (in.Kind == "steer" || in.Kind == "respond") {
+			h.mu.Lock()
+			h.ids[in.Body] = id
+			h.sent[in.Task] = append(h.sent[in.Task], in.Body)
+			h.mu.Unlock()
+		}
 	}
 	h.rec.add(c.id, in, call, out, ret)
 	return out
@@ -366,7 +415,13 @@ func (h *linHarness) linWorkload(tasks []string, leaders, target int, killEvery 
 	for i, task := range tasks {
 		wg.Add(1)
 		go loop(uint64(i), []string{"CREW_TASK=" + task}, func(r *rand.Rand, n int) linInput {
-			kind := []string{"ask", "inbox", "inbox", "show"}[r.IntN(4)]
+			kind := []string{"ask", "inbox", "inbox", "show", "ack"}[r.IntN(5)]
+			if kind == "ack" {
+				if body := h.sentTo(r, task); body != "" {
+					return linInput{Kind: kind, Task: task, Body: body}
+				}
+				kind = "inbox"
+			}
 			return linInput{Kind: kind, Task: task, Body: fmt.Sprintf("%s-w-%d-%d", task, i, n)}
 		})
 	}
@@ -408,6 +463,13 @@ func (h *linHarness) linWorkload(tasks []string, leaders, target int, killEvery 
 	}
 	wg.Wait()
 	<-done
+	n, took := h.rec.len(), time.Since(h.rec.start)
+	h.t.Logf("%d operations in %v: %.1f per second; succeeded: %v", n, took.Round(time.Millisecond), float64(n)/took.Seconds(), h.rec.oks)
+	for _, kind := range []string{"steer", "respond", "ask", "inbox", "ack", "show"} {
+		if h.rec.oks[kind] == 0 {
+			h.t.Errorf("no %s succeeded: the history does not test it", kind)
+		}
+	}
 	return kills
 }
 
@@ -501,8 +563,9 @@ func linOps(def int) int {
 
 // TestLinModelRejects: the model refuses what a store that is not
 // linearizable would show, so a pass of the tests below means something:
-// a message delivered twice, a question asked twice, a response to a task
-// not waiting, a status read back stale, a seq going backwards.
+// a message delivered twice, or after its ack, a question asked twice, a
+// response to a task not waiting, a status read back stale, a seq going
+// backwards.
 func TestLinModelRejects(t *testing.T) {
 	op := func(call, ret int64, in linInput, out linOutput) porcupine.Operation {
 		return porcupine.Operation{Input: in, Output: out, Call: call, Return: ret}
@@ -522,6 +585,10 @@ func TestLinModelRejects(t *testing.T) {
 			op(2, 3, linInput{"show", "t1", ""}, linOutput{Status: "running"})},
 		"seq backwards": {steer, op(2, 3, linInput{"steer", "t1", "s2"}, linOutput{Seq: 4})},
 		"not yet sent":  {op(0, 1, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"}), op(2, 3, linInput{"steer", "t1", "s1"}, linOutput{Seq: 5})},
+		"delivered after its ack": {steer,
+			op(2, 3, linInput{"ack", "t1", "s1"}, linOutput{}),
+			op(4, 5, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"})},
+		"ack refused": {steer, op(2, 3, linInput{"ack", "t1", "s1"}, linOutput{Class: "conflict"})},
 	} {
 		if porcupine.CheckOperations(model, history) {
 			t.Errorf("%s: the model accepts it", what)
@@ -546,6 +613,16 @@ func TestLinModelRejects(t *testing.T) {
 			op(1, 2, linInput{"show", "t1", ""}, linOutput{Status: "waiting"})},
 		"unknown, not happened": {op(0, math.MaxInt64, linInput{"ask", "t1", "q1"}, linOutput{Unknown: true}),
 			op(1, 2, linInput{"show", "t1", ""}, linOutput{Status: "running"})},
+		"acked, then others delivered": {steer, op(2, 3, linInput{"steer", "t1", "s2"}, linOutput{Seq: 6}),
+			op(4, 5, linInput{"ack", "t1", "s1"}, linOutput{}),
+			op(6, 7, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s2"})},
+		"acked after delivery": {steer, op(2, 3, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"}),
+			op(4, 5, linInput{"ack", "t1", "s1"}, linOutput{}),
+			op(6, 7, linInput{"inbox", "t1", ""}, linOutput{})},
+		"unknown ack, happened": {steer, op(2, math.MaxInt64, linInput{"ack", "t1", "s1"}, linOutput{Unknown: true}),
+			op(4, 5, linInput{"inbox", "t1", ""}, linOutput{})},
+		"unknown ack, not happened": {steer, op(2, math.MaxInt64, linInput{"ack", "t1", "s1"}, linOutput{Unknown: true}),
+			op(4, 5, linInput{"inbox", "t1", ""}, linOutput{Bodies: "s1"})},
 	} {
 		if !porcupine.CheckOperations(model, history) {
 			t.Errorf("%s: the model refuses it", what)
@@ -566,7 +643,7 @@ func TestLinearizableFileStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := &linHarness{t: t, ctx: ctx, dir: dir, env: []string{"CREW_RUN=r1"},
-		rec: &linRecorder{start: time.Now(), counts: map[string]int{}}}
+		rec: &linRecorder{start: time.Now(), counts: map[string]int{}, oks: map[string]int{}}, ids: map[string]string{}, sent: map[string][]string{}}
 	kills := h.linWorkload(tasks, 2, linOps(10000), time.Second, nil)
 	t.Logf("file store: %d crew mcp processes killed with kill -9", kills)
 	if kills == 0 {
@@ -579,9 +656,9 @@ func TestLinearizableFileStore(t *testing.T) {
 	}
 }
 
-// TestLinearizableNATSCluster: the same workload, 1,000 operations per
-// make test (a NATS operation of crew mcp dials the cluster: ten times
-// slower here than one on the file store), on a run kept on a
+// TestLinearizableNATSCluster: the same workload, 10,000 operations per
+// make test (each crew mcp process keeps one connection to the cluster
+// and the run's state between its tool calls), on a run kept on a
 // three-node JetStream cluster (embedded servers on loopback, three
 // replicas of the run's stream and of the mail bucket), with random crew
 // processes killed with kill -9 and, every few seconds, the node leading
@@ -606,9 +683,9 @@ func TestLinearizableNATSCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := &linHarness{t: t, ctx: ctx, dir: dir, env: env,
-		rec: &linRecorder{start: time.Now(), counts: map[string]int{}}}
+		rec: &linRecorder{start: time.Now(), counts: map[string]int{}, oks: map[string]int{}}, ids: map[string]string{}, sent: map[string][]string{}}
 	restarts, partitions := 0, 0
-	kills := h.linWorkload(tasks, 2, linOps(1000), time.Second, func(stop <-chan struct{}) {
+	kills := h.linWorkload(tasks, 2, linOps(10000), time.Second, func(stop <-chan struct{}) {
 		for round := 0; ; round++ {
 			select {
 			case <-stop:

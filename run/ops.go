@@ -129,7 +129,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 // lockAgents takes the store's lock for that rule (store.AgentLocker)
 // until what is created is committed, so that a run create and a task
 // add with clashing names cannot both pass the check; a store without one
-// (NATS) checks without it.
+// checks without it.
 func (r *Root) lockAgents() (unlock func(), err error) {
 	if l, ok := r.Store.(store.AgentLocker); ok {
 		return l.LockAgents()

@@ -146,7 +146,8 @@ type Repairer interface {
 // AgentLocker is a Store whose creators of runs and tasks can take turns
 // from the check that an agent is not a leader in one run and a task's
 // agent in another (docs/concepts.md, Reserved names) until what they
-// create is committed: the file store's (state/.agents.lock). LockAgents
+// create is committed: the file store's (state/.agents.lock) and the
+// NATS store's (the key agents of the bucket CREW_LOCKS). LockAgents
 // waits for the lock and returns the function that lets it go.
 type AgentLocker interface {
 	LockAgents() (unlock func(), err error)

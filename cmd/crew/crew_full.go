@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/crew-dev/crew"
@@ -21,14 +22,12 @@ var storeSchemes = []string{"nats://", "tls://", "ws://", "wss://"}
 // handOverIfNeeded does nothing in the full build: it runs everything.
 func handOverIfNeeded([]string) error { return nil }
 
-// remoteRoot returns the root on the --store server, dialling it once per
-// command. A --store that names no NATS server, or --dir given with it,
+// remoteRoot returns the root on the --store server, dialling it once
+// per command line (shareStore: once for crew mcp's server and all of its
+// tool calls). A --store that names no NATS server, or --dir given with it,
 // is crew.ErrInvalid; a server that cannot be reached is an I/O error
 // naming it and the reason (exit 1).
 func (e *env) remoteRoot(addr string) (*run.Root, error) {
-	if s, ok := e.c.App.Metadata[storeKey].(*natsstore.Store); ok {
-		return run.NewRoot(s), nil
-	}
 	if e.c.String("dir") != "" {
 		return nil, fmt.Errorf("--dir (CREW_DIR) and --store (CREW_STORE) are both set: runs live either under a .crew directory or on a server; unset one: %w", crew.ErrInvalid)
 	}
@@ -39,14 +38,16 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 	if !known {
 		return nil, fmt.Errorf("--store %q: give NATS servers as nats://HOST:PORT[,HOST:PORT...] (or tls://): %w", natsstore.Redact(addr), crew.ErrInvalid)
 	}
-	s, err := natsstore.Dial(e.c.Context, addr, natsstore.Options{
-		Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: e.c.Int("nats-replicas"),
+	s, err := dialStore(e.c.Context, func() (io.Closer, error) {
+		return natsstore.Dial(e.c.Context, addr, natsstore.Options{
+			Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: e.c.Int("nats-replicas"),
+			KeepLogs: true, // a command line may be crew mcp's server, whose tool calls share the store
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.c.App.Metadata[storeKey] = s
-	return run.NewRoot(s), nil
+	return run.NewRoot(s.(*natsstore.Store)), nil
 }
 
 // fileOnly refuses a command that acts on a .crew directory when --store

@@ -65,6 +65,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // and returns its error: what Main reports, and what crew mcp turns into
 // a tool result.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	ctx, release := shareStore(ctx)
+	defer release()
 	app := newApp(stdin, stdout, stderr)
 	app.Metadata[commandLine] = args[1:]
 	rest := args[1:]
@@ -74,7 +76,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		rest = reorder(app, rest)
 	}
 	err := app.RunContext(ctx, append(args[:1:1], rest...))
-	closeStore(app)
+	closeFileRoot(app)
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
 		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
 	}

@@ -54,7 +54,8 @@ func serveMCP(c *cli.Context) error {
 	exec := func(ctx context.Context, args []string, stdin string) ([]byte, error) {
 		var stdout, stderr bytes.Buffer
 		line := append(append([]string{"crew", "--json"}, globals...), args...)
-		err := execute(ctx, line, strings.NewReader(stdin), &stdout, &stderr)
+		// The server's store connection (shareStore), not one per call.
+		err := execute(withStoreConn(ctx, c.Context), line, strings.NewReader(stdin), &stdout, &stderr)
 		if err == nil {
 			return stdout.Bytes(), nil
 		}

@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +24,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/state"
 )
 
@@ -561,4 +564,65 @@ func TestMCPInspector(t *testing.T) {
 	if len(read.Contents) != 1 || !strings.Contains(read.Contents[0].Text, `"body":"steered"`) {
 		t.Fatalf("crew://inbox through the Inspector: %+v", read)
 	}
+}
+
+// TestMCPOneStoreConnection: crew mcp --store keeps one connection to the
+// NATS server for all of its tool calls and its change notifications,
+// and after the server restarts its tool calls still work, on the one
+// connection the client made again.
+func TestMCPOneStoreConnection(t *testing.T) {
+	t.Parallel()
+	bin := buildCrew(t)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
+	defer cancel()
+	srv := natstest.Server(t)
+	f := &mcpFixture{&e2eLeader{t: t, ctx: ctx, bin: bin, dir: t.TempDir(),
+		env: e2eEnv(filepath.Dir(bin), "CREW_STORE="+srv.ClientURL(), "CREW_RUN=r1")}}
+	f.must("run", "create", "--id", "r1")
+	f.must("task", "add", "t1")
+	f.must("task", "start", "t1")
+	// The connections crew made so far were the commands above.
+	after := uint64(0)
+	for _, c := range crewConns(t, srv, 0) {
+		after = max(after, c.Cid)
+	}
+	cs := f.session(nil)
+	call := func(round int) {
+		t.Helper()
+		for i := range 3 {
+			body := fmt.Sprintf("steer %d.%d", round, i)
+			if out := mcpCall(t, ctx, cs, "crew_steer", map[string]any{"task": "t1", "body": body}); out["seq"] == nil {
+				t.Fatalf("crew_steer: no seq in %v", out)
+			}
+			if out := mcpCall(t, ctx, cs, "crew_task_show", map[string]any{"task": "t1"}); out["status"] != "running" {
+				t.Fatalf("crew_task_show: %v, want status running", out)
+			}
+		}
+	}
+	call(1)
+	if conns := crewConns(t, srv, after); len(conns) != 1 {
+		t.Errorf("crew mcp made %d connections for 6 tool calls, want 1", len(conns))
+	}
+	srv = natstest.Restart(t, srv)
+	call(2)
+	if conns := crewConns(t, srv, 0); len(conns) != 1 || conns[0].Stop != nil {
+		t.Errorf("after the server restarted, crew mcp made %d connections for 6 tool calls, want 1 still open", len(conns))
+	}
+}
+
+// crewConns returns the connections, open or closed, that crew processes
+// (client name "crew") made to srv after the one with client id after.
+func crewConns(t *testing.T, srv *server.Server, after uint64) []*server.ConnInfo {
+	t.Helper()
+	cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll, Limit: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*server.ConnInfo
+	for _, c := range cz.Conns {
+		if c.Name == "crew" && c.Cid > after {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -4,7 +4,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,20 +23,80 @@ var storeFlags = []cli.Flag{
 	&cli.IntFlag{Name: "nats-replicas", Usage: "copies, `N` from 1 to 5, of each run created and of the mail bucket, on a NATS cluster", Value: 1, EnvVars: []string{"CREW_NATS_REPLICAS"}},
 }
 
-// storeKey is the App.Metadata key of the store a command dialled, which
-// Main closes when the command ends.
-const storeKey = "store"
+// storeConn is the connection to the --store server that the commands
+// of a process share: dialled by the first command that needs it, closed
+// by the command line that made it (execute). A command line is one
+// command, except crew mcp's: its server is a command line whose tool
+// calls are command lines run with its connection, so that one connection
+// serves them all, and its change notifications, until the server ends.
+// A reconnect after the server (or a cluster node) is lost is the NATS
+// client's.
+type storeConn struct {
+	mu sync.Mutex
+	s  io.Closer // nil until dialled
+}
+
+// storeConnKey is the context key of a command line's storeConn.
+type storeConnKey struct{}
+
+// withStoreConn returns ctx carrying the store connection of from (a
+// command line's context), for a command line run within it (a tool call
+// of crew mcp). Without one in from, ctx is returned as it is.
+func withStoreConn(ctx, from context.Context) context.Context {
+	if sc, ok := from.Value(storeConnKey{}).(*storeConn); ok {
+		return context.WithValue(ctx, storeConnKey{}, sc)
+	}
+	return ctx
+}
+
+// shareStore returns ctx carrying a store connection for a command line:
+// the one ctx carries already (withStoreConn), else a new one, which
+// release closes once the command line ends.
+func shareStore(ctx context.Context) (_ context.Context, release func()) {
+	if _, ok := ctx.Value(storeConnKey{}).(*storeConn); ok {
+		return ctx, func() {}
+	}
+	sc := &storeConn{}
+	return context.WithValue(ctx, storeConnKey{}, sc), sc.close
+}
+
+// dialStore returns the store connection ctx carries (shareStore),
+// calling dial if it has none yet. A dial that fails is tried again by
+// the next command that asks.
+func dialStore(ctx context.Context, dial func() (io.Closer, error)) (io.Closer, error) {
+	sc, ok := ctx.Value(storeConnKey{}).(*storeConn)
+	if !ok {
+		return nil, errors.New("internal error: a command outside execute asks for the store")
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.s == nil {
+		s, err := dial()
+		if err != nil {
+			return nil, err
+		}
+		sc.s = s
+	}
+	return sc.s, nil
+}
+
+func (sc *storeConn) close() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.s != nil {
+		sc.s.Close()
+		sc.s = nil
+	}
+}
 
 // fileRootKey is the App.Metadata key of the state root under a .crew
-// directory a command found (env.root), which Main closes too: its runs
-// may still be writing their snapshots (run.Root.Close).
+// directory a command found (env.root), which execute closes when the
+// command ends: its runs may still be writing their snapshots
+// (run.Root.Close).
 const fileRootKey = "fileRoot"
 
-// closeStore closes the store the command dialled or found, if any.
-func closeStore(app *cli.App) {
-	if s, ok := app.Metadata[storeKey].(io.Closer); ok {
-		s.Close()
-	}
+// closeFileRoot closes the state root the command found, if any.
+func closeFileRoot(app *cli.App) {
 	if r, ok := app.Metadata[fileRootKey].(*run.Root); ok {
 		r.Close()
 	}

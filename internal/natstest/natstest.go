@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,12 +17,39 @@ import (
 // returns it; its client URL is s.ClientURL().
 func Server(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := start(opts(t, "crew-test", t.TempDir()))
+	o := opts(t, "crew-test", t.TempDir())
+	s, err := start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
+	started.Store(s, o)
 	return s
+}
+
+// started holds the options of each server Server started, for Restart.
+var started sync.Map // *server.Server -> *server.Options
+
+// Restart shuts s, a server of Server, down and starts it again with its
+// store and on its client port, so that clients reconnect to it; it
+// returns the new server, which is shut down when the test ends.
+func Restart(t testing.TB, s *server.Server) *server.Server {
+	t.Helper()
+	v, ok := started.Load(s)
+	if !ok {
+		t.Fatal("natstest.Restart: not a server of natstest.Server")
+	}
+	o := *v.(*server.Options)
+	o.Port = s.Addr().(*net.TCPAddr).Port
+	s.Shutdown()
+	s.WaitForShutdown()
+	again, err := start(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Shutdown)
+	started.Store(again, &o)
+	return again
 }
 
 // Start starts one JetStream server (fsync always) with its store in dir,

@@ -34,6 +34,9 @@
 // (see Mail), with the projection mark of each run: how far the run's
 // messages have been copied into it.
 //
+// Locks. Creators of runs and tasks take turns through the key agents of
+// the bucket LockBucket (see Store.LockAgents); nothing else locks.
+//
 // Reads go to each stream's leader (no direct gets from replicas), so a
 // process reads what any process was told is stored.
 package nats

@@ -139,3 +139,50 @@ func TestLogReaderKeepsBoundedActs(t *testing.T) {
 		t.Fatalf("the writer kept %d acts after projecting them", len(writer.acts))
 	}
 }
+
+// With Options.KeepLogs, Open returns the run's one Log, which keeps the
+// state it has read and brings it up to what other processes appended
+// since; without it, each Open is a new Log.
+func TestKeepLogs(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	kept, err := Dial(ctx, srv.ClientURL(), Options{KeepLogs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	other := testDial(t, srv.ClientURL())
+	m, _ := json.Marshal(state.Manifest{ID: "r1", Leader: "leader"})
+	if err := other.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Data: m}); err != nil {
+		t.Fatal(err)
+	}
+	l1, err := kept.Open(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := l1.State(ctx, state.New()); err != nil || st.Seq != 1 {
+		t.Fatalf("state of the new run: seq %v, %v; want 1", st, err)
+	}
+	spec, _ := json.Marshal(state.TaskSpec{Agent: "t1"})
+	if _, err := newTestLog(other).Commit(ctx, store.Change{Validate: func(*state.State) (*events.Event, error) {
+		return &events.Event{Type: events.TaskCreated, Task: "t1", To: string(task.Pending), Data: spec}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := kept.Open(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2 != l1 {
+		t.Fatal("a second Open with KeepLogs made a new Log")
+	}
+	st, err := l2.State(ctx, state.New())
+	if err != nil || st.Seq != 2 || len(st.Tasks) != 1 {
+		t.Fatalf("the kept Log after another process's commit: %+v, %v; want seq 2 with task t1", st, err)
+	}
+	a, _ := other.Open(ctx, "r1")
+	b, _ := other.Open(ctx, "r1")
+	if a == b {
+		t.Error("without KeepLogs, two Opens returned one Log")
+	}
+}

@@ -61,27 +61,39 @@ func (m *Mail) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if m.kv != nil {
 		return m.kv, nil
 	}
-	kv, err := m.s.js.KeyValue(ctx, MailBucket)
+	kv, err := m.s.keyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      MailBucket,
+		Description: "crew: the per-agent mail tree, the runs' projection marks, the ids in use",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    m.s.opts.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.kv = kv
+	return kv, nil
+}
+
+// keyValue returns the key-value bucket cfg names, creating it with cfg
+// if the server has none (or finding the one another process created
+// meanwhile). Replicas above 1 on a server that is no cluster is
+// crew.ErrInvalid.
+func (s *Store) keyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := s.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = m.s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      MailBucket,
-			Description: "crew: the per-agent mail tree, the runs' projection marks, the ids in use",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    m.s.opts.Replicas,
-		})
+		kv, err = s.js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = m.s.js.KeyValue(ctx, MailBucket) // created by another process meanwhile
+			kv, err = s.js.KeyValue(ctx, cfg.Bucket) // created by another process meanwhile
 		}
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errReplicasNotSupported {
-		return nil, fmt.Errorf("mail bucket %s: --nats-replicas %d, but the server at %s is no cluster (one copy only): %w", MailBucket, m.s.opts.Replicas, m.s.url, crew.ErrInvalid)
+		return nil, fmt.Errorf("bucket %s: --nats-replicas %d, but the server at %s is no cluster (one copy only): %w", cfg.Bucket, cfg.Replicas, s.url, crew.ErrInvalid)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mail bucket %s on NATS at %s: %w", MailBucket, m.s.url, err)
+		return nil, fmt.Errorf("bucket %s on NATS at %s: %w", cfg.Bucket, s.url, err)
 	}
-	m.kv = kv
 	return kv, nil
 }
 

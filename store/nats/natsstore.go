@@ -40,6 +40,13 @@ type Options struct {
 	// another); 0 means DefaultRetryFor. A context's deadline, when
 	// earlier, ends it first.
 	RetryFor time.Duration
+	// KeepLogs makes Open return one Log per run for the Store's life
+	// (the first Open's): the state it has reduced from the run's log is
+	// kept, and each operation reads only what was appended since the
+	// last, where a new Log replays the whole log first. For a process
+	// that serves many operations on one connection (crew mcp, crew
+	// serve). Without it, each Open is a new Log, as another process's.
+	KeepLogs bool
 }
 
 // DefaultTimeout bounds connecting and each request when
@@ -62,6 +69,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream // by run id
+	logs    map[string]*Log             // by run id, with Options.KeepLogs
+	lockKV  jetstream.KeyValue          // LockBucket, once found
 }
 
 // Dial connects to the servers in urls ("nats://HOST:PORT", several
@@ -122,7 +131,7 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("NATS at %s: JetStream account info: %v", shown, err)
 	}
-	s := &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}}
+	s := &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}, logs: map[string]*Log{}}
 	s.mail = &Mail{s: s}
 	return s, nil
 }
@@ -543,49 +552,71 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 	if err != nil || next > head {
 		return err
 	}
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{Subject(run)},
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       uint64(next),
-		InactiveThreshold: consumerIdle,
+	// The rest through a consumer. One that goes unanswered (a node died
+	// and the cluster elects a leader: "no responders") is made again
+	// from the event it got to, for up to Options.RetryFor; what fn
+	// returns, and damage, end the read at once.
+	var stop error
+	err = s.retry(ctx, func(err error) bool { return stop != nil || refused(err) }, func(rctx context.Context) error {
+		c, err := st.OrderedConsumer(rctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects:    []string{Subject(run)},
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       uint64(next),
+			InactiveThreshold: consumerIdle,
+		})
+		if err != nil {
+			return err
+		}
+		defer s.dropConsumer(run, c)
+		for next <= head {
+			batch, err := c.Fetch(int(min(head-next+1, readBatch)), jetstream.FetchMaxWait(s.opts.Timeout))
+			if err != nil {
+				return err
+			}
+			got := 0
+			for m := range batch.Messages() {
+				got++
+				if stop = feed(run, next, m, fn); stop != nil {
+					return stop
+				}
+				next++
+			}
+			if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+				return err
+			}
+			if got == 0 && ctx.Err() != nil {
+				stop = ctx.Err()
+				return stop
+			}
+		}
+		return nil
 	})
+	if stop != nil {
+		return stop
+	}
 	if err != nil {
 		return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
 	}
-	defer s.dropConsumer(run, c)
-	for next <= head {
-		batch, err := c.Fetch(int(min(head-next+1, readBatch)), jetstream.FetchMaxWait(s.opts.Timeout))
-		if err != nil {
-			return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
-			seq := int64(md.Sequence.Stream)
-			if seq != next {
-				return fmt.Errorf("run %s: expected seq %d, the stream gave %d: %w", run, next, seq, crew.ErrDamaged)
-			}
-			e, err := decode(run, seq, m.Data())
-			if err != nil {
-				return err
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
-			next++
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("read run %s on NATS at %s: %w", run, s.url, err)
-		}
-		if got == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
 	return nil
+}
+
+// feed decodes m, which must be the event with seq next of run, and
+// calls fn with it; it returns fn's error, or crew.ErrDamaged for a
+// message that is not that event.
+func feed(run string, next int64, m jetstream.Msg, fn func(*events.Event) error) error {
+	md, err := m.Metadata()
+	if err != nil {
+		return err
+	}
+	seq := int64(md.Sequence.Stream)
+	if seq != next {
+		return fmt.Errorf("run %s: expected seq %d, the stream gave %d: %w", run, next, seq, crew.ErrDamaged)
+	}
+	e, err := decode(run, seq, m.Data())
+	if err != nil {
+		return err
+	}
+	return fn(e)
 }
 
 // consumerIdle is how long the server keeps a consumer of Read or Watch

@@ -35,11 +35,36 @@ func (s *Store) Create(ctx context.Context, first *events.Event) (store.Log, err
 }
 
 // Open implements store.Store: the run's manifest is the Data of its
-// first event (run.created).
+// first event (run.created). With Options.KeepLogs, the run's Log is
+// opened once and kept.
 func (s *Store) Open(ctx context.Context, id string) (store.Log, error) {
 	if err := crew.ValidateID("run", id); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	l := s.logs[id]
+	s.mu.Unlock()
+	if l != nil {
+		return l, nil
+	}
+	l, err := s.open(ctx, id)
+	if err != nil {
+		return nil, err // not a nil *Log in the interface
+	}
+	if !s.opts.KeepLogs {
+		return l, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kept := s.logs[id]; kept != nil {
+		return kept, nil // opened by another goroutine meanwhile
+	}
+	s.logs[id] = l
+	return l, nil
+}
+
+// open reads run id's first event and returns a new Log of it.
+func (s *Store) open(ctx context.Context, id string) (*Log, error) {
 	var first *events.Event
 	err := s.Read(ctx, id, 0, func(e *events.Event) error {
 		first = e
