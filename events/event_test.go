@@ -51,6 +51,8 @@ func TestTimeUnmarshal(t *testing.T) {
 		// Sub-millisecond digits are cut on the way in, so a decoded time
 		// marshals back to the instant it holds.
 		{`"2026-11-29T21:04:05.123999Z"`, "2026-11-29T21:04:05.123Z"},
+		// Escapes are JSON's to undo (crew writes none in a time).
+		{`"2026-11-29T21:04:05.123\u005a"`, "2026-11-29T21:04:05.123Z"},
 	}
 	for _, c := range cases {
 		var tm Time

@@ -174,27 +174,38 @@ func (s *State) update(e *events.Event, effects []Effect) []Effect {
 	if e.Type != events.MessageDelivered && e.Type != events.MessageAcknowledged && e.Type != events.MessageRejected {
 		return effects
 	}
-	updates := MessageUpdates(e)
-	if len(updates) == 0 {
-		return effects
-	}
-	seen := Effect{Seq: e.Seq, Agent: s.agentOf(e.Task), Seen: make([]Copy, len(updates))}
-	for k, u := range updates {
-		seen.Seen[k] = Copy{ID: u.ID}
+	// One update at a time, and one DeliveredAt for all the messages the
+	// event delivers (it is never written through): an event may name
+	// 100,000 messages (crew inbox reading them all).
+	var (
+		seen      []Copy
+		delivered *events.Time
+	)
+	for u := range messageUpdates(e) {
+		if seen == nil {
+			seen = make([]Copy, 0, len(e.MessageIDs))
+		}
 		o, key := s.Lookup(u.ID, Participant(u.Task))
 		if o == nil {
+			seen = append(seen, Copy{ID: u.ID})
 			continue
 		}
-		seen.Seen[k] = o.Copy()
+		seen = append(seen, o.Copy())
 		switch u.Status {
 		case events.StatusDelivered:
 			if o.Status == events.StatusPending {
-				at := u.At
-				o.Status, o.DeliveredAt = events.StatusDelivered, &at
+				if delivered == nil || !delivered.Equal(u.At.Time) {
+					at := u.At
+					delivered = &at
+				}
+				o.Status, o.DeliveredAt = events.StatusDelivered, delivered
 			}
 		default: // acknowledged and rejected are final
 			delete(s.Open, key)
 		}
 	}
-	return append(effects, seen)
+	if seen == nil {
+		return effects
+	}
+	return append(effects, Effect{Seq: e.Seq, Agent: s.agentOf(e.Task), Seen: seen})
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"iter"
 
 	"github.com/crew-dev/crew/events"
 )
@@ -33,38 +34,54 @@ type MessageUpdate struct {
 // Apply uses the same rules; a reader of a run's whole history (crew run
 // report) folds every event with them.
 func MessageUpdates(e *events.Event) []MessageUpdate {
-	status := ""
-	switch e.Type {
-	case events.MessageDelivered:
-		status = events.StatusDelivered
-	case events.MessageAcknowledged:
-		status = events.StatusAcknowledged
-	case events.MessageRejected, events.TaskAskTimedOut:
-		if DefaultOf(e) != nil {
-			return nil // answered by default: open for the leader to see, until it acknowledges it
-		}
-		status = events.StatusRejected
-	case events.TaskResponded:
-		if e.Message != nil && e.Message.ReplyTo != "" {
-			return []MessageUpdate{{ID: e.Message.ReplyTo, Status: events.StatusAcknowledged, At: e.At}}
-		}
-		return nil
-	default:
-		return nil
-	}
-	reader := e.Task
-	if e.Type == events.TaskAskTimedOut {
-		reader = "" // the question was the leader's to answer
-	}
-	out := make([]MessageUpdate, 0, len(e.MessageIDs))
-	for _, id := range e.MessageIDs {
-		u := MessageUpdate{ID: id, Task: reader, Status: status, At: e.At}
-		if status == events.StatusRejected {
-			u.Reason = e.Reason
+	var out []MessageUpdate
+	for u := range messageUpdates(e) {
+		if out == nil {
+			out = make([]MessageUpdate, 0, max(len(e.MessageIDs), 1))
 		}
 		out = append(out, u)
 	}
 	return out
+}
+
+// messageUpdates yields what MessageUpdates returns, one update at a
+// time: Apply folds a message.delivered event naming 100,000 messages
+// without making 100,000 updates at once (about 10 MB).
+func messageUpdates(e *events.Event) iter.Seq[MessageUpdate] {
+	return func(yield func(MessageUpdate) bool) {
+		status := ""
+		switch e.Type {
+		case events.MessageDelivered:
+			status = events.StatusDelivered
+		case events.MessageAcknowledged:
+			status = events.StatusAcknowledged
+		case events.MessageRejected, events.TaskAskTimedOut:
+			if DefaultOf(e) != nil {
+				return // answered by default: open for the leader to see, until it acknowledges it
+			}
+			status = events.StatusRejected
+		case events.TaskResponded:
+			if e.Message != nil && e.Message.ReplyTo != "" {
+				yield(MessageUpdate{ID: e.Message.ReplyTo, Status: events.StatusAcknowledged, At: e.At})
+			}
+			return
+		default:
+			return
+		}
+		reader := e.Task
+		if e.Type == events.TaskAskTimedOut {
+			reader = "" // the question was the leader's to answer
+		}
+		for _, id := range e.MessageIDs {
+			u := MessageUpdate{ID: id, Task: reader, Status: status, At: e.At}
+			if status == events.StatusRejected {
+				u.Reason = e.Reason
+			}
+			if !yield(u) {
+				return
+			}
+		}
+	}
 }
 
 // Recipients returns who receives the message event e carries: the tasks

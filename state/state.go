@@ -156,6 +156,12 @@ func (s *State) Tracks(recipient string) bool {
 // Whole reports whether the state tracks every open message of the run.
 func (s *State) Whole() bool { return s.Open != nil && !s.onlySet }
 
+// Only returns the recipient key (RecipientKey) whose open messages a
+// state made by For tracks, and true; "" and false for any other state.
+func (s *State) Only() (recipient string, ok bool) {
+	return s.only, s.Open != nil && s.onlySet
+}
+
 // RecipientKey is how State.Open names a participant: its task id, or ""
 // for Leader.
 func RecipientKey(participant string) string {

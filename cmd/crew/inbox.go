@@ -87,6 +87,9 @@ func (e *env) readMailbox(who string) error {
 			if m.Seq > since && w != nil {
 				since = m.Seq // with --follow, the next pass starts after what this one showed
 			}
+			if e.json {
+				return e.emit(m, "") // the text is not printed: not made either
+			}
 			return e.emit(m, messageText(m))
 		})
 		if ferr := out.Flush(); err == nil {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
@@ -232,11 +233,16 @@ func (l *Log) readOpenSnapshot(empty *state.State) *state.State {
 		return fresh()
 	}
 	st.Open = make(map[string]*state.Open, min(h.Open, 1<<20))
+	theirs := othersLine(st)
 	n := int64(0)
 	for {
 		line, err := rd.Next()
 		if err != nil {
 			break // the end: the file was renamed into place whole
+		}
+		if theirs(line.Data) {
+			n++ // counted, not decoded: a state for one participant keeps none of it
+			continue
 		}
 		var ol openLine
 		if json.Unmarshal(line.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != state.Key(ol.ID, events.Broadcast, ol.Task)) {
@@ -259,6 +265,39 @@ func (l *Log) readOpenSnapshot(empty *state.State) *state.State {
 	}
 	l.noteOpenSnapshot(st.Seq, n)
 	return st
+}
+
+// othersLine returns, for a state that tracks one participant's open
+// messages (state.For), a test that tells an open.jsonl line holding
+// another participant's message without decoding it, and for any other
+// state one that always says no. Most lines of a run's open.jsonl are
+// other participants' (a worker's inbox reads its own few), and decoding
+// them was most of the work of reading it.
+//
+// The lines are written compact (writeOpenSnapshot), beginning with the
+// key, the id and the seq, which hold no quote, then "task":"<recipient>";
+// ids hold no character JSON escapes (crew.ValidateID). A line is
+// another's when it begins and ends as such a line and its first
+// "task":" is followed by a valid id, or "" (the leader), that is not the
+// participant. Any other line is decoded and checked as before, so that a
+// damaged recipient still makes the snapshot unusable rather than hiding
+// one of the participant's messages.
+func othersLine(st *state.State) func([]byte) bool {
+	only, ok := st.Only()
+	if !ok {
+		return func([]byte) bool { return false }
+	}
+	return func(line []byte) bool {
+		if !bytes.HasPrefix(line, []byte(`{"key":"`)) || !bytes.HasSuffix(line, []byte("}")) {
+			return false
+		}
+		_, rest, found := bytes.Cut(line, []byte(`"task":"`))
+		to, _, closed := bytes.Cut(rest, []byte(`"`))
+		if !found || !closed || string(to) == only {
+			return false
+		}
+		return len(to) == 0 || crew.ValidateID("task", string(to)) == nil
+	}
 }
 
 // matchesLog reports whether a snapshot's seq and offset agree with the
