@@ -57,24 +57,26 @@ func (e *env) root() (*run.Root, error) {
 		r.MaxBody = e.c.Int("max-body")
 		return r, nil
 	}
-	if r, ok := e.c.App.Metadata[fileRootKey].(*run.Root); ok {
-		return r, nil
-	}
-	dir := e.c.String("dir")
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
+	// Found once per command line, like a store dialled (dialStore:
+	// crew mcp's tool calls share it), and closed when it ends, which
+	// waits for the snapshots its runs still write (run.Root.Close).
+	found, err := dialStore(e.c.Context, func() (io.Closer, error) {
+		dir := e.c.String("dir")
+		if dir == "" {
+			wd, err := os.Getwd()
+			if err != nil {
+				return nil, err
+			}
+			dir = wd
 		}
-		dir = wd
-	}
-	r, err := run.Find(dir, e.perm())
+		return run.Find(dir, e.perm())
+	})
 	if err != nil {
 		return nil, err
 	}
+	r := *found.(*run.Root) // a copy: MaxBody is this command's
 	r.MaxBody = e.c.Int("max-body")
-	e.c.App.Metadata[fileRootKey] = r
-	return r, nil
+	return &r, nil
 }
 
 // run opens the run named by --run / CREW_RUN, or the latest run.

@@ -76,7 +76,6 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		rest = reorder(app, rest)
 	}
 	err := app.RunContext(ctx, append(args[:1:1], rest...))
-	closeFileRoot(app)
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
 		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
 	}

@@ -23,11 +23,13 @@ var storeFlags = []cli.Flag{
 	&cli.IntFlag{Name: "nats-replicas", Usage: "copies, `N` from 1 to 5, of each run created and of the mail bucket, on a NATS cluster", Value: 1, EnvVars: []string{"CREW_NATS_REPLICAS"}},
 }
 
-// storeConn is the connection to the --store server that the commands
-// of a process share: dialled by the first command that needs it, closed
-// by the command line that made it (execute). A command line is one
+// storeConn is the store that the commands of a process share: the
+// connection to the --store server, or the state root under a .crew
+// directory (env.root), dialled or found by the first command that needs
+// it, closed by the command line that made it (execute; closing a root
+// waits for the snapshots its runs still write). A command line is one
 // command, except crew mcp's: its server is a command line whose tool
-// calls are command lines run with its connection, so that one connection
+// calls are command lines run with its store, so that one connection
 // serves them all, and its change notifications, until the server ends.
 // A reconnect after the server (or a cluster node) is lost is the NATS
 // client's.
@@ -86,19 +88,6 @@ func (sc *storeConn) close() {
 	if sc.s != nil {
 		sc.s.Close()
 		sc.s = nil
-	}
-}
-
-// fileRootKey is the App.Metadata key of the state root under a .crew
-// directory a command found (env.root), which execute closes when the
-// command ends: its runs may still be writing their snapshots
-// (run.Root.Close).
-const fileRootKey = "fileRoot"
-
-// closeFileRoot closes the state root the command found, if any.
-func closeFileRoot(app *cli.App) {
-	if r, ok := app.Metadata[fileRootKey].(*run.Root); ok {
-		r.Close()
 	}
 }
 
