@@ -128,7 +128,7 @@ type result struct {
 	GroupPerS       float64 `json:"group_per_s"`
 	RawCreatePerS   float64 `json:"raw_create_per_s"` // new 600-byte files per second, no fsync: the mail-tree copies' ceiling
 	RawGroupPerS    float64 `json:"raw_group_per_s"`  // 16 goroutines, a group-committed line and a new file per message, nothing else
-	GroupOfLimit    float64 `json:"group_of_limit"`   // group_ratio ÷ raw_group_ratio
+	GroupOfLimit    float64 `json:"group_of_limit"`   // group_per_s ÷ raw_group_per_s
 	RawSendPerS     float64 `json:"raw_send_per_s"`   // one writer, a locked line fsynced, a new file and a mailbox line per message, nothing else
 	RawSendRatio    float64 `json:"raw_send_ratio"`   // raw_send_per_s ÷ raw, alternating rounds
 	SendOfLimit     float64 `json:"send_of_limit"`    // send_ratio ÷ raw_send_ratio
