@@ -359,7 +359,8 @@ func (l *Log) finishJobs(jobs []*job, broken bool) {
 	}
 }
 
-// forgetIfLast forgets where the mailbox files end when jobs hold the
+// forgetIfLast forgets where the mailbox files end, and closes the mail
+// directories the projections opened, when jobs hold the
 // run lock alone (no commit under way, no job queued): the lock is kept
 // past their callers' return only for the snapshots, and as if it had
 // been let go, the next operation reads where the files end, and so sees
@@ -367,7 +368,12 @@ func (l *Log) finishJobs(jobs []*job, broken bool) {
 func (l *Log) forgetIfLast(jobs []*job) {
 	l.hmu.Lock()
 	if l.holds == len(jobs) {
-		l.held.files = nil
+		// and its agents' mail directories, opened again by the next
+		// operation (one removed meanwhile is created again).
+		for _, d := range l.held.dirs {
+			d.Close()
+		}
+		l.held.files, l.held.dirs = nil, nil
 	}
 	l.hmu.Unlock()
 }

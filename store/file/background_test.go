@@ -1,0 +1,150 @@
+package file_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
+)
+
+// TestConcurrentSyncOpsSnapshotsRepair: many goroutines of one process
+// send, ask and respond on one Run, one of them toggling SetAsync, others
+// calling Sync and Repair, while a reader watches tasks.json. tasks.json never goes
+// back to a lower seq while it is read, and once every operation returned
+// and the root is closed, tasks.json is the log's last seq, the state read
+// equals a fresh replay, and every mailbox file equals its rebuild.
+func TestConcurrentSyncOpsSnapshotsRepair(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	for g := range 8 {
+		id := fmt.Sprint("t", g)
+		_, err := r.AddTask(ctx, id, state.TaskSpec{}, "leader")
+		must(t, err)
+		_, err = r.Transition(ctx, id, task.Start, id, "", nil)
+		must(t, err)
+	}
+	stop := make(chan struct{})
+	var back atomic.Value // "" or what went wrong
+	back.Store("")
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() { // a reader of tasks.json: its seq never goes back
+		defer watch.Done()
+		var hi int64
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			snap := fl(r).ReadSnapshot()
+			if snap.Seq == 0 {
+				continue // read while being rewritten: readers replay the log
+			}
+			if snap.Seq < hi {
+				back.Store(fmt.Sprintf("tasks.json went from seq %d back to %d", hi, snap.Seq))
+				return
+			}
+			hi = snap.Seq
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			task := fmt.Sprint("t", g)
+			for i := range 40 {
+				var err error
+				switch i % 4 {
+				case 0:
+					_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: task, From: "leader", Body: fmt.Sprint("steer ", g, i)})
+				case 1:
+					_, _, err = r.Ask(ctx, run.SendOptions{Kind: events.KindQuestion, Task: task, From: task, Body: fmt.Sprint("q ", g, i)}, false)
+				case 2:
+					_, err = r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: task, From: "leader", Body: fmt.Sprint("a ", g, i)})
+				case 3:
+					_, err = r.Send(ctx, run.SendOptions{Kind: events.KindReport, Task: task, From: task, Body: fmt.Sprint("r ", g, i)})
+				}
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d op %d: %w", g, i, err)
+					return
+				}
+				switch {
+				case g == 0 && i%5 == 0:
+					r.SetAsync(i%10 == 0)
+				case g == 1 && i%3 == 0:
+					r.Sync()
+				case g == 2 && i%7 == 0:
+					if _, err := r.Repair(ctx); err != nil {
+						errs <- fmt.Errorf("repair: %w", err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	watch.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if s := back.Load().(string); s != "" {
+		t.Error(s)
+	}
+	r.SetAsync(false)
+	must(t, r.Root().Close())
+	evs := logEvents(t, r)
+	lastSeq := evs[len(evs)-1].Seq
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: not dense", i, e.Seq)
+		}
+	}
+	if snap := fl(r).ReadSnapshot(); snap.Seq != lastSeq {
+		t.Errorf("after Close, tasks.json is at seq %d, the log at %d", snap.Seq, lastSeq)
+	}
+	checkMailboxes(t, r, "after Close")
+	st, err := r.State()
+	must(t, err)
+	want := stateJSON(t, st)
+	must(t, os.Remove(snapshotPath(r)))
+	fresh, err := reopen(t, r).State()
+	must(t, err)
+	if got := stateJSON(t, fresh); got != want {
+		t.Errorf("state from the log alone\n%s\ndiffers from the state read with tasks.json\n%s", got, want)
+	}
+}
+
+// TestMailDirRemovedBetweenSyncOps: an agent's mail directory removed by
+// hand between two synchronous operations of one process (the first
+// one's snapshot perhaps still being written, the run lock kept for it):
+// the second operation's copy for that agent is in the mail tree.
+func TestMailDirRemovedBetweenSyncOps(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	mailRoot := filepath.Join(filepath.Dir(filepath.Dir(r.Dir())), "mail")
+	for i := range 200 {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		must(t, os.RemoveAll(filepath.Join(mailRoot, "t1")))
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+		must(t, err)
+		if _, err := tree(r).Find("t1", m.ID); err != nil {
+			t.Fatalf("round %d: the copy of %s for t1: %v", i, m.ID, err)
+		}
+	}
+}
