@@ -244,7 +244,7 @@ func (l *Log) enqueue(j *job) {
 	p.pending += len(j.evs)
 	if !p.running {
 		p.running = true
-		l.store.background.Add(1)
+		l.store.background.add()
 		go l.projectLoop()
 	}
 	p.mu.Unlock()
@@ -276,9 +276,9 @@ func (l *Log) projectInline(j *job) bool {
 	}
 	l.forgetIfLast(jobs)
 	close(j.done)
-	l.store.background.Add(1)
+	l.store.background.add()
 	go func() {
-		defer l.store.background.Done()
+		defer l.store.background.done()
 		l.finishJobs(jobs, broken)
 		l.startQueued()
 	}()
@@ -292,7 +292,7 @@ func (l *Log) startQueued() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.jobs) > 0 {
-		l.store.background.Add(1)
+		l.store.background.add()
 		go l.projectLoop()
 		return
 	}
@@ -312,7 +312,7 @@ func (l *Log) isAsync() bool {
 // for the last. A job's caller may return once its mailbox lines and
 // mail tree are written.
 func (l *Log) projectLoop() {
-	defer l.store.background.Done()
+	defer l.store.background.done()
 	p := &l.proj
 	for {
 		p.mu.Lock()

@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
@@ -335,5 +338,47 @@ func TestCloseWaitsForSnapshots(t *testing.T) {
 		if snap := fl(r).ReadSnapshot(); snap.Seq != m.Seq {
 			t.Fatalf("after steer %d and Close, tasks.json is at seq %d, want %d", i, snap.Seq, m.Seq)
 		}
+	}
+}
+
+// TestCloseDuringOperations: Root.Close may be called while goroutines
+// still operate (a sync.WaitGroup would panic, "reused before previous
+// Wait has returned"); once they stop, Close leaves tasks.json current.
+func TestCloseDuringOperations(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader"); err != nil {
+		t.Fatal(err)
+	}
+	var last atomic.Int64
+	var running atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		running.Add(1)
+		go func() {
+			defer wg.Done()
+			defer running.Add(-1)
+			for i := range 50 {
+				m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("steer ", g, i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for s := last.Load(); s < m.Seq && !last.CompareAndSwap(s, m.Seq); s = last.Load() {
+				}
+			}
+		}()
+	}
+	for running.Load() > 0 {
+		if err := r.Root().Close(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	must(t, r.Root().Close())
+	if snap := fl(r).ReadSnapshot(); snap.Seq != last.Load() {
+		t.Fatalf("after the operations and Close, tasks.json is at seq %d, want %d", snap.Seq, last.Load())
 	}
 }

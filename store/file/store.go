@@ -32,7 +32,7 @@ type Store struct {
 	Perm crew.Perm // modes for new files and directories
 	// background counts the goroutines of its runs still writing
 	// projections after their operations returned (Close waits).
-	background sync.WaitGroup
+	background counter
 }
 
 // Close waits until the runs opened through r have written the
@@ -40,11 +40,46 @@ type Store struct {
 // asynchronous Log (SetAsync), and the snapshots (tasks.json,
 // open.jsonl) a synchronous operation leaves to be written after it
 // returns. A process that ends without it leaves them behind the log,
-// which the next writer catches up on. Call it when no operation is
-// under way. It returns nil; the Store stays usable.
+// which the next writer catches up on. Operations may go on meanwhile
+// (Close then also waits for theirs). It returns nil; the Store stays
+// usable.
 func (r *Store) Close() error {
-	r.background.Wait()
+	r.background.wait()
 	return nil
+}
+
+// A counter counts goroutines at work, like a sync.WaitGroup that may be
+// waited on while more are added (Close during operations).
+type counter struct {
+	mu   sync.Mutex
+	zero sync.Cond // signalled when n drops to 0
+	n    int
+}
+
+func (c *counter) add() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *counter) done() {
+	c.mu.Lock()
+	if c.n--; c.n == 0 && c.zero.L != nil {
+		c.zero.Broadcast()
+	}
+	c.mu.Unlock()
+}
+
+// wait returns once no goroutine is at work.
+func (c *counter) wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.zero.L == nil {
+		c.zero.L = &c.mu
+	}
+	for c.n > 0 {
+		c.zero.Wait()
+	}
 }
 
 // Dir returns the absolute path of the .crew directory.
