@@ -160,10 +160,17 @@ type lockEpoch struct {
 
 // forget closes what e holds open and empties it.
 func (e *lockEpoch) forget() {
+	e.forgetFiles()
+	*e = lockEpoch{}
+}
+
+// forgetFiles forgets where the mailbox files end and closes the mail
+// directories, keeping what it knows of tasks.json (snapSeq, pending).
+func (e *lockEpoch) forgetFiles() {
 	for _, d := range e.dirs {
 		d.Close()
 	}
-	*e = lockEpoch{}
+	e.files, e.dirs = nil, nil
 }
 
 // forgetFiles drops what this process knows of the run's files (see

@@ -370,10 +370,7 @@ func (l *Log) forgetIfLast(jobs []*job) {
 	if l.holds == len(jobs) {
 		// and its agents' mail directories, opened again by the next
 		// operation (one removed meanwhile is created again).
-		for _, d := range l.held.dirs {
-			d.Close()
-		}
-		l.held.files, l.held.dirs = nil, nil
+		l.held.forgetFiles()
 	}
 	l.hmu.Unlock()
 }
