@@ -24,8 +24,9 @@ import (
 type AgentDir struct {
 	t     Tree
 	agent string
-	r     *os.Root // every path operation stays inside the directory
-	dir   *os.File // the directory itself, for openat(2) (writeTemp)
+	r     *os.Root    // every path operation stays inside the directory
+	dir   *os.File    // the directory itself, for openat(2) (writeTemp)
+	info  fs.FileInfo // dir's own fstat(2), for Moved
 }
 
 // OpenAgent implements Store: it opens agent's mail directory as an
@@ -47,11 +48,29 @@ func (t Tree) openDir(agent string, forDelivery bool) (*AgentDir, error) {
 		return nil, err
 	}
 	dir, err := r.Open(".")
+	var info fs.FileInfo
+	if err == nil {
+		info, err = dir.Stat()
+		if err != nil {
+			dir.Close()
+		}
+	}
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("open mailbox for agent %s: %w", agent, err)
 	}
-	return &AgentDir{t: t, agent: agent, r: r, dir: dir}, nil
+	return &AgentDir{t: t, agent: agent, r: r, dir: dir, info: info}, nil
+}
+
+// Moved reports whether d no longer is the agent's mail directory: the
+// directory at its path is gone, or is another one (removed and created
+// again, or replaced by a link) since d was opened. Copies delivered
+// through d would then be lost to readers. It costs one lstat(2): a
+// holder that let others write the tree meanwhile checks before it uses
+// d again.
+func (d *AgentDir) Moved() bool {
+	fi, err := os.Lstat(d.t.Dir(d.agent))
+	return err != nil || !os.SameFile(fi, d.info)
 }
 
 // Close closes the directory.

@@ -1,6 +1,7 @@
 package file_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
@@ -145,6 +147,33 @@ func TestMailDirRemovedBetweenSyncOps(t *testing.T) {
 		must(t, err)
 		if _, err := tree(r).Find("t1", m.ID); err != nil {
 			t.Fatalf("round %d: the copy of %s for t1: %v", i, m.ID, err)
+		}
+	}
+}
+
+// TestMailboxCutBetweenSyncOps: a mailbox file that lost its last line
+// by hand between two synchronous operations of one process (the run
+// lock perhaps still kept for the first one's snapshot) is whole again
+// after the second: the process checks the file before it trusts where
+// it knew it to end.
+func TestMailboxCutBetweenSyncOps(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	path := fl(r).MailboxPath(mailbox.SteeringFile)
+	for i := range 50 {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		data, err := os.ReadFile(path)
+		must(t, err)
+		cut := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+		must(t, os.WriteFile(path, data[:cut], 0o600))
+		_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+		must(t, err)
+		checkMailboxes(t, r, fmt.Sprintf("round %d", i))
+		if t.Failed() {
+			return
 		}
 	}
 }

@@ -56,25 +56,34 @@ func (l *Log) lock(ctx context.Context) (*flock.Flock, error) {
 }
 
 // mailDir returns agent's mail directory, open: the one this process
-// opened earlier while it holds the run lock (lockEpoch), or newly
-// opened, the mailbox created if it has none, since a run message is
-// delivered to every recipient. Different agents' directories may be used
-// at once; one agent's by one goroutine at a time.
-func (l *Log) mailDir(tree mailbox.Store, agent string) (mailbox.AgentBox, error) {
+// opened earlier while it holds the run lock (lockEpoch), checked first
+// if the epoch went stale, or newly opened, the mailbox created if it has
+// none, since a run message is delivered to every recipient. Different
+// agents' directories may be used at once; one agent's by one goroutine
+// at a time.
+func (l *Log) mailDir(tree mailbox.Tree, agent string) (mailbox.AgentBox, error) {
 	l.hmu.Lock()
 	d := l.held.dirs[agent]
-	l.hmu.Unlock()
-	if d != nil {
-		return d, nil
+	if d == nil {
+		d = l.held.suspectDirs[agent]
+		delete(l.held.suspectDirs, agent)
+		if d != nil && d.Moved() {
+			d.Close()
+			d = nil
+		}
 	}
-	d, err := mailbox.OpenCreating(tree, agent)
-	if err != nil {
-		return nil, err
+	l.hmu.Unlock()
+	if d == nil {
+		box, err := mailbox.OpenCreating(tree, agent)
+		if err != nil {
+			return nil, err
+		}
+		d = box.(*mailbox.AgentDir) // Tree's boxes are (Tree.OpenAgent)
 	}
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	if l.held.dirs == nil {
-		l.held.dirs = map[string]mailbox.AgentBox{}
+		l.held.dirs = map[string]*mailbox.AgentDir{}
 	}
 	l.held.dirs[agent] = d
 	return d, nil
@@ -145,17 +154,32 @@ func (l *Log) unhold() {
 // run lock without letting go: no other process writes them meanwhile,
 // so what it wrote itself is still what they hold. It is forgotten when
 // the lock is let go (or a write fails, or repair rewrites the files).
+//
+// While the lock is kept only for the snapshots of operations that have
+// returned, a person (or a test) may still change the files by hand, and
+// the epoch goes stale (suspect): before it is trusted again, each
+// mailbox file is checked against what this process left (its identity,
+// size and modification time, one lstat(2) each) and each mail directory
+// against the one held open (AgentDir.Moved). What changed is read
+// again; a change that keeps a file's identity, size and modification
+// time is not seen until the lock is let go.
 type lockEpoch struct {
 	// files is where each mailbox file ends (State.Files as last
-	// projected), or nil when unknown.
-	files map[string]int64
+	// projected), or nil when unknown; stamps is each mailbox file as this
+	// process last wrote or checked it, by file name.
+	files  map[string]int64
+	stamps map[string]os.FileInfo
+	// stale: files must be checked against stamps before they are
+	// trusted (checkedFiles).
+	stale bool
 	// snapSeq is the seq of the state in tasks.json, when this process
 	// wrote it (0: unknown); pending is a later state, written when it
 	// is due, at Sync, or before the lock is let go.
 	snapSeq int64
 	pending *state.State
-	// dirs are the agents' mailboxes opened by projections.
-	dirs map[string]mailbox.AgentBox
+	// dirs are the agents' mailboxes opened by projections; suspectDirs
+	// those opened before the epoch went stale, checked before used.
+	dirs, suspectDirs map[string]*mailbox.AgentDir
 }
 
 // forget closes what e holds open and empties it.
@@ -170,30 +194,75 @@ func (e *lockEpoch) forgetFiles() {
 	for _, d := range e.dirs {
 		d.Close()
 	}
-	e.files, e.dirs = nil, nil
+	for _, d := range e.suspectDirs {
+		d.Close()
+	}
+	e.files, e.stamps, e.stale, e.dirs, e.suspectDirs = nil, nil, false, nil, nil
+}
+
+// suspect makes e stale: what it knows of the files is checked before
+// it is used again.
+func (e *lockEpoch) suspect() {
+	e.stale = e.files != nil
+	for agent, d := range e.dirs {
+		if e.suspectDirs == nil {
+			e.suspectDirs = map[string]*mailbox.AgentDir{}
+		}
+		e.suspectDirs[agent] = d
+	}
+	e.dirs = nil
 }
 
 // forgetFiles drops what this process knows of the run's files (see
 // lockEpoch), after a write that failed or a repair: they are read again.
 func (l *Log) forgetFiles() {
 	l.hmu.Lock()
-	l.held.files = nil
+	l.held.files, l.held.stamps, l.held.stale = nil, nil, false
 	l.hmu.Unlock()
 }
 
 // knownFiles returns where the mailbox files end, as this process last
-// projected them while holding the lock, or nil when it does not know.
+// projected them while holding the lock, or nil when it does not know
+// (or one of them changed since, when the epoch is stale).
 func (l *Log) knownFiles() map[string]int64 {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
+	if l.held.stale {
+		l.held.stale = false
+		for _, file := range mailbox.Files {
+			was := l.held.stamps[file]
+			fi, err := os.Lstat(l.MailboxPath(file))
+			if err != nil || was == nil || !os.SameFile(fi, was) || fi.Size() != was.Size() || !fi.ModTime().Equal(was.ModTime()) {
+				l.held.files, l.held.stamps = nil, nil
+				break
+			}
+		}
+	}
 	return l.held.files
 }
 
-// noteFiles records where the mailbox files end after a projection.
-func (l *Log) noteFiles(files map[string]int64) {
+// noteFiles records where the mailbox files end after a projection, and
+// each file as it is now (written names the files the projection wrote;
+// the others are as they were when last noted, unless read is set).
+func (l *Log) noteFiles(files map[string]int64, written map[string]bool, read bool) {
 	l.hmu.Lock()
-	l.held.files = maps.Clone(files)
-	l.hmu.Unlock()
+	defer l.hmu.Unlock()
+	stamps := l.held.stamps
+	if stamps == nil || read {
+		stamps = map[string]os.FileInfo{}
+	}
+	for _, file := range mailbox.Files {
+		if stamps[file] != nil && !written[file] {
+			continue
+		}
+		fi, err := os.Lstat(l.MailboxPath(file))
+		if err != nil {
+			l.held.files, l.held.stamps = nil, nil
+			return
+		}
+		stamps[file] = fi
+	}
+	l.held.files, l.held.stamps = maps.Clone(files), stamps
 }
 
 // exclusive runs fn as the only writer of the run, in this process and

@@ -65,6 +65,7 @@ func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map
 		}
 	}
 	var errs []error
+	written := map[string]bool{}
 	for _, file := range mailbox.Files {
 		key := strings.TrimSuffix(file, ".jsonl")
 		want := files[key]
@@ -85,15 +86,17 @@ func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map
 				}
 			}
 			errs = append(errs, mailbox.Append(l.MailboxPath(file), l.store.Perm.File, add))
+			written[file] = true
 		default:
 			errs = append(errs, l.rebuildMailbox(file))
+			written[file] = true
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		l.forgetFiles()
 		return errors.Join(treeErr, err)
 	}
-	l.noteFiles(files)
+	l.noteFiles(files, written, known == nil)
 	return treeErr
 }
 
@@ -274,7 +277,7 @@ func (l *Log) projectInline(j *job) bool {
 		broken = true
 		p.setBroken() // before the caller returns: its next commit starts again from tasks.json
 	}
-	l.forgetIfLast(jobs)
+	l.suspectIfLast(jobs)
 	close(j.done)
 	l.store.background.add()
 	go func() {
@@ -331,7 +334,7 @@ func (l *Log) projectLoop() {
 			broken = true
 			p.setBroken() // before the callers return: their next commit starts again from tasks.json
 		}
-		l.forgetIfLast(jobs)
+		l.suspectIfLast(jobs)
 		for _, j := range jobs {
 			close(j.done)
 		}
@@ -359,18 +362,17 @@ func (l *Log) finishJobs(jobs []*job, broken bool) {
 	}
 }
 
-// forgetIfLast forgets where the mailbox files end, and closes the mail
-// directories the projections opened, when jobs hold the
-// run lock alone (no commit under way, no job queued): the lock is kept
-// past their callers' return only for the snapshots, and as if it had
-// been let go, the next operation reads where the files end, and so sees
-// a change made to them meanwhile.
-func (l *Log) forgetIfLast(jobs []*job) {
+// suspectIfLast makes the lock epoch stale when jobs hold the run lock
+// alone (no commit under way, no job queued): the lock is kept past
+// their callers' return only for the snapshots, and as if it had been
+// let go, the next operation checks the mailbox files and the mail
+// directories before it trusts what it knows of them, and so sees a
+// change made to them meanwhile (a mail directory removed is created
+// again).
+func (l *Log) suspectIfLast(jobs []*job) {
 	l.hmu.Lock()
 	if l.holds == len(jobs) {
-		// and its agents' mail directories, opened again by the next
-		// operation (one removed meanwhile is created again).
-		l.held.forgetFiles()
+		l.held.suspect()
 	}
 	l.hmu.Unlock()
 }
