@@ -103,14 +103,15 @@ func RenameFile(oldpath, newpath string) error {
 	return os.Rename(oldpath, newpath)
 }
 
-// OpenFile is os.OpenFile; with os.O_CREATE in flag it is a Create.
+// OpenFile is os.OpenFile for a regular file (with fewer system calls,
+// see openFile); with os.O_CREATE in flag it is a Create.
 func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	if flag&os.O_CREATE != 0 {
 		if err := Check(OpCreate, name); err != nil {
 			return nil, err
 		}
 	}
-	return os.OpenFile(name, flag, perm)
+	return openFile(name, flag, perm)
 }
 
 // CreateTemp is os.CreateTemp(dir, pattern); the Fault sees dir joined
@@ -153,7 +154,7 @@ func OpenNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("%s: %w", path, ErrLink)
 	}
-	f, err := os.OpenFile(path, flag&^os.O_CREATE, perm)
+	f, err := openFile(path, flag&^os.O_CREATE, perm)
 	if err != nil {
 		return nil, err
 	}
