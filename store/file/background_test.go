@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,6 +175,36 @@ func TestMailboxCutBetweenSyncOps(t *testing.T) {
 		checkMailboxes(t, r, fmt.Sprintf("round %d", i))
 		if t.Failed() {
 			return
+		}
+	}
+}
+
+// TestLogTornBetweenSyncOps: a torn line added to events.jsonl by hand
+// between two synchronous operations of one process (the run lock
+// perhaps still kept for the first one's snapshot) is cut by the
+// second, as when the lock was let go: the process checks the log
+// before it writes through the writer it kept open.
+func TestLogTornBetweenSyncOps(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	path := fl(r).EventsPath()
+	torn := `{"seq":` + strings.Repeat("9", 4000)
+	for i := range 50 {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		_, err = f.WriteString(torn)
+		must(t, err)
+		must(t, f.Close())
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+		must(t, err)
+		data, err := os.ReadFile(path)
+		must(t, err)
+		if !bytes.HasSuffix(data, []byte("\n")) || !bytes.Contains(data[bytes.LastIndexByte(data[:len(data)-1], '\n')+1:], []byte(m.ID)) {
+			t.Fatalf("round %d: events.jsonl does not end with the event of %s: it ends %q", i, m.ID, data[max(0, len(data)-200):])
 		}
 	}
 }

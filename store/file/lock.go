@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
@@ -157,12 +158,12 @@ func (l *Log) unhold() {
 //
 // While the lock is kept only for the snapshots of operations that have
 // returned, a person (or a test) may still change the files by hand, and
-// the epoch goes stale (suspect): before it is trusted again, each
-// mailbox file is checked against what this process left (its identity,
-// size and modification time, one lstat(2) each) and each mail directory
-// against the one held open (AgentDir.Moved). What changed is read
-// again; a change that keeps a file's identity, size and modification
-// time is not seen until the lock is let go.
+// the epoch goes stale (suspect): before it is trusted again, events.jsonl
+// and each mailbox file are checked against what this process left (its
+// identity, size and modification time, one lstat(2) each) and each mail
+// directory against the one held open (AgentDir.Moved). What changed is
+// read or opened again; a change that keeps a file's identity, size and
+// modification time is not seen until the lock is let go.
 type lockEpoch struct {
 	// files is where each mailbox file ends (State.Files as last
 	// projected), or nil when unknown; stamps is each mailbox file as this
@@ -170,7 +171,7 @@ type lockEpoch struct {
 	files  map[string]int64
 	stamps map[string]os.FileInfo
 	// stale: files must be checked against stamps before they are
-	// trusted (checkedFiles).
+	// trusted (knownFiles).
 	stale bool
 	// snapSeq is the seq of the state in tasks.json, when this process
 	// wrote it (0: unknown); pending is a later state, written when it
@@ -180,11 +181,18 @@ type lockEpoch struct {
 	// dirs are the agents' mailboxes opened by projections; suspectDirs
 	// those opened before the epoch went stale, checked before used.
 	dirs, suspectDirs map[string]*mailbox.AgentDir
+	// log is the events.jsonl writer commits use, kept open, and logFI
+	// the file as this process last wrote it; logStale: check it against
+	// logFI before it is used again (writer).
+	log      *events.Writer
+	logFI    os.FileInfo
+	logStale bool
 }
 
 // forget closes what e holds open and empties it.
 func (e *lockEpoch) forget() {
 	e.forgetFiles()
+	e.forgetLog()
 	*e = lockEpoch{}
 }
 
@@ -200,10 +208,19 @@ func (e *lockEpoch) forgetFiles() {
 	e.files, e.stamps, e.stale, e.dirs, e.suspectDirs = nil, nil, false, nil, nil
 }
 
+// forgetLog closes the kept events.jsonl writer.
+func (e *lockEpoch) forgetLog() {
+	if e.log != nil {
+		e.log.Close()
+	}
+	e.log, e.logFI, e.logStale = nil, nil, false
+}
+
 // suspect makes e stale: what it knows of the files is checked before
 // it is used again.
 func (e *lockEpoch) suspect() {
 	e.stale = e.files != nil
+	e.logStale = e.log != nil
 	for agent, d := range e.dirs {
 		if e.suspectDirs == nil {
 			e.suspectDirs = map[string]*mailbox.AgentDir{}
@@ -211,6 +228,45 @@ func (e *lockEpoch) suspect() {
 		e.suspectDirs[agent] = d
 	}
 	e.dirs = nil
+}
+
+// writer returns the events.jsonl writer for a commit, which holds the
+// run lock: the one kept since this process's last commit in the same
+// lock epoch (checked first, if the epoch went stale, to be the same
+// file, of the size and modification time this process left it), or
+// newly opened (events.OpenWriter: a torn last line is cut).
+func (l *Log) writer() (*events.Writer, error) {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	e := &l.held
+	if e.log != nil && (e.logFI == nil || e.logStale && !sameAsLeft(l.EventsPath(), e.logFI, e.log.Size())) {
+		e.forgetLog()
+	}
+	e.logStale = false
+	if e.log == nil {
+		w, err := events.OpenWriter(l.EventsPath())
+		if err != nil {
+			return nil, err
+		}
+		e.log = w
+	}
+	return e.log, nil
+}
+
+// dropWriter closes the kept events.jsonl writer after a failed append:
+// the next commit opens the log again, cutting what the failure left.
+func (l *Log) dropWriter() {
+	l.hmu.Lock()
+	l.held.forgetLog()
+	l.hmu.Unlock()
+}
+
+// sameAsLeft reports whether the file at path is still was (the same
+// file, by lstat(2)), of size bytes and was's modification time: no one
+// changed it since this process did.
+func sameAsLeft(path string, was os.FileInfo, size int64) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && os.SameFile(fi, was) && fi.Size() == size && fi.ModTime().Equal(was.ModTime())
 }
 
 // forgetFiles drops what this process knows of the run's files (see
@@ -231,8 +287,7 @@ func (l *Log) knownFiles() map[string]int64 {
 		l.held.stale = false
 		for _, file := range mailbox.Files {
 			was := l.held.stamps[file]
-			fi, err := os.Lstat(l.MailboxPath(file))
-			if err != nil || was == nil || !os.SameFile(fi, was) || fi.Size() != was.Size() || !fi.ModTime().Equal(was.ModTime()) {
+			if was == nil || !sameAsLeft(l.MailboxPath(file), was, was.Size()) {
 				l.held.files, l.held.stamps = nil, nil
 				break
 			}

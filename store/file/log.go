@@ -167,11 +167,10 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 		return nil, err
 	}
 	defer l.unhold()
-	w, err := events.OpenWriter(l.EventsPath())
+	w, err := l.writer()
 	if err != nil {
 		return nil, err
 	}
-	defer w.Close()
 	needOpen := false
 	for _, o := range batch {
 		needOpen = needOpen || o.c.Open
@@ -203,11 +202,12 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 	if len(buf) > 0 {
 		if err := w.AppendRaw(buf); err != nil {
 			l.dropCache()
+			l.dropWriter()
 			return nil, err
 		}
 		st.Offset = w.Size()
 	}
-	l.keepCache(st, w)
+	l.keepCache(st)
 	// Committed. Projections are best effort from here: a failure leaves
 	// them behind the log, and the next writer catches up.
 	caughtUp := append(ld.caughtUp, evs...)
@@ -313,15 +313,21 @@ func (l *Log) dropCache() {
 	l.mu.Unlock()
 }
 
-func (l *Log) keepCache(st *state.State, w *events.Writer) {
-	fi, err := os.Stat(l.EventsPath())
+// keepCache keeps st, the state as of the end of the log this process
+// just wrote, for its next commit, and notes the log as it is now for
+// the kept writer (lockEpoch).
+func (l *Log) keepCache(st *state.State) {
+	fi, err := os.Lstat(l.EventsPath())
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err != nil {
 		l.cache, l.cacheFI = nil, nil
-		return
+	} else {
+		l.cache, l.cacheFI = st, fi
 	}
-	l.cache, l.cacheFI = st, fi
+	l.mu.Unlock()
+	l.hmu.Lock()
+	l.held.logFI = fi // nil on error: the writer is opened again
+	l.hmu.Unlock()
 }
 
 // A load is what a writer finds under the run lock: the state at the
