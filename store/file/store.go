@@ -30,9 +30,34 @@ const DirName = ".crew"
 type Store struct {
 	dir  string    // absolute path of the .crew directory
 	Perm crew.Perm // modes for new files and directories
+	// KeepLogs makes Open return one Log per run for the Store's life
+	// (the first Open's), as store/nats's Options.KeepLogs does: the
+	// state it keeps from its last commit is used by the next, which
+	// reads only what other processes appended since (or the whole
+	// state again when the log was replaced), where a new Log loads it
+	// from tasks.json and replays the log after it, and the
+	// projections of commits made one after another share one hold of
+	// the run lock. It keeps no lock or file open between operations:
+	// another process takes the lock as soon as this one's projections
+	// are written. manifest.json is read once, by the first Open; a run
+	// directory replaced since (another inode) is opened anew. For a
+	// process that serves many operations (crew mcp, crew serve). Set it
+	// before the Store is used. Without it, each Open is a new Log, as
+	// another process's.
+	KeepLogs bool
 	// background counts the goroutines of its runs still writing
 	// projections after their operations returned (Close waits).
 	background counter
+
+	mu   sync.Mutex
+	logs map[string]keptLog // by run id, with KeepLogs
+}
+
+// A keptLog is the Log a Store with KeepLogs returns for a run, and the
+// identity of the run directory it was opened in.
+type keptLog struct {
+	l  *Log
+	fi os.FileInfo
 }
 
 // Close waits until the runs opened through r have written the
@@ -382,15 +407,41 @@ func manifestFile(m state.Manifest) []byte {
 // directory that is a symbolic link is refused (crew.ErrTampered); a
 // damaged or missing manifest.json is crew.ErrDamaged (crew repair
 // rebuilds it from the log).
+//
+// With KeepLogs, the run's Log is opened once and kept (see KeepLogs);
+// each Open still checks the run directory as above.
 func (r *Store) Open(ctx context.Context, id string) (store.Log, error) {
-	return r.open(id)
-}
-
-func (r *Store) open(id string) (*Log, error) {
-	dir, err := r.runDir(id)
+	dir, fi, err := r.runDir(id)
 	if err != nil {
 		return nil, err
 	}
+	if !r.KeepLogs {
+		return r.open(dir)
+	}
+	r.mu.Lock()
+	k, ok := r.logs[id]
+	r.mu.Unlock()
+	if ok && os.SameFile(k.fi, fi) {
+		return k.l, nil
+	}
+	l, err := r.open(dir)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.logs[id]; ok && os.SameFile(k.fi, fi) {
+		return k.l, nil // opened by another goroutine meanwhile
+	}
+	if r.logs == nil {
+		r.logs = map[string]keptLog{}
+	}
+	r.logs[id] = keptLog{l, fi}
+	return l, nil
+}
+
+// open returns a new Log of the run in dir, reading its manifest.
+func (r *Store) open(dir string) (*Log, error) {
 	m, err := readManifest(dir)
 	if err != nil {
 		return nil, err
@@ -398,26 +449,26 @@ func (r *Store) open(id string) (*Log, error) {
 	return &Log{store: r, dir: dir, manifest: m}, nil
 }
 
-// runDir returns the directory of run id: crew.ErrInvalid for a bad id,
-// crew.ErrNotFound for none, crew.ErrTampered for a symbolic link or a
-// file that is no directory.
-func (r *Store) runDir(id string) (string, error) {
+// runDir returns the directory of run id and what Lstat says of it:
+// crew.ErrInvalid for a bad id, crew.ErrNotFound for none,
+// crew.ErrTampered for a symbolic link or a file that is no directory.
+func (r *Store) runDir(id string) (string, os.FileInfo, error) {
 	if err := crew.ValidateID("run", id); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dir := filepath.Join(r.runsDir(), id)
 	st, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
+		return "", nil, fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
 	case err != nil:
-		return "", err
+		return "", nil, err
 	case st.Mode()&os.ModeSymlink != 0:
-		return "", fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrTampered)
+		return "", nil, fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrTampered)
 	case !st.IsDir():
-		return "", fmt.Errorf("run %s: %s is not a directory: %w", id, dir, crew.ErrTampered)
+		return "", nil, fmt.Errorf("run %s: %s is not a directory: %w", id, dir, crew.ErrTampered)
 	}
-	return dir, nil
+	return dir, st, nil
 }
 
 // OpenForRepair implements store.RunRepairer: it opens run id as Open
@@ -428,7 +479,7 @@ func (r *Store) runDir(id string) (string, error) {
 // run's run.created is crew.ErrDamaged: then nothing says what the run
 // was.
 func (r *Store) OpenForRepair(ctx context.Context, id string) (store.Log, error) {
-	dir, err := r.runDir(id)
+	dir, _, err := r.runDir(id)
 	if err != nil {
 		return nil, err
 	}
