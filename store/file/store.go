@@ -39,8 +39,9 @@ type Store struct {
 	// projections of commits made one after another share one hold of
 	// the run lock. It keeps no lock or file open between operations:
 	// another process takes the lock as soon as this one's projections
-	// are written. manifest.json is read once, by the first Open; a run
-	// directory replaced since (another inode) is opened anew. For a
+	// are written. manifest.json is read once, by the first Open; when it
+	// has changed since (crew repair rewrote it, or the run was made
+	// anew), the run is opened anew. For a
 	// process that serves many operations (crew mcp, crew serve). Set it
 	// before the Store is used. Without it, each Open is a new Log, as
 	// another process's.
@@ -53,11 +54,19 @@ type Store struct {
 	logs map[string]keptLog // by run id, with KeepLogs
 }
 
-// A keptLog is the Log a Store with KeepLogs returns for a run, and the
-// identity of the run directory it was opened in.
+// A keptLog is the Log a Store with KeepLogs returns for a run, and what
+// Lstat said of the manifest.json it read.
 type keptLog struct {
-	l  *Log
-	fi os.FileInfo
+	l        *Log
+	manifest os.FileInfo
+}
+
+// sameVersion reports whether a and b, what Lstat said of a file at two
+// times, are the same file unchanged: the same inode, modification time
+// and size (an inode number alone may be reused once its file is
+// deleted).
+func sameVersion(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
 }
 
 // Close waits until the runs opened through r have written the
@@ -411,17 +420,21 @@ func manifestFile(m state.Manifest) []byte {
 // With KeepLogs, the run's Log is opened once and kept (see KeepLogs);
 // each Open still checks the run directory as above.
 func (r *Store) Open(ctx context.Context, id string) (store.Log, error) {
-	dir, fi, err := r.runDir(id)
+	dir, err := r.runDir(id)
 	if err != nil {
 		return nil, err
 	}
 	if !r.KeepLogs {
 		return r.open(dir)
 	}
+	fi, err := os.Lstat(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return r.open(dir) // the error readManifest gives
+	}
 	r.mu.Lock()
 	k, ok := r.logs[id]
 	r.mu.Unlock()
-	if ok && os.SameFile(k.fi, fi) {
+	if ok && sameVersion(k.manifest, fi) {
 		return k.l, nil
 	}
 	l, err := r.open(dir)
@@ -430,7 +443,7 @@ func (r *Store) Open(ctx context.Context, id string) (store.Log, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if k, ok := r.logs[id]; ok && os.SameFile(k.fi, fi) {
+	if k, ok := r.logs[id]; ok && sameVersion(k.manifest, fi) {
 		return k.l, nil // opened by another goroutine meanwhile
 	}
 	if r.logs == nil {
@@ -449,26 +462,26 @@ func (r *Store) open(dir string) (*Log, error) {
 	return &Log{store: r, dir: dir, manifest: m}, nil
 }
 
-// runDir returns the directory of run id and what Lstat says of it:
-// crew.ErrInvalid for a bad id, crew.ErrNotFound for none,
-// crew.ErrTampered for a symbolic link or a file that is no directory.
-func (r *Store) runDir(id string) (string, os.FileInfo, error) {
+// runDir returns the directory of run id: crew.ErrInvalid for a bad id,
+// crew.ErrNotFound for none, crew.ErrTampered for a symbolic link or a
+// file that is no directory.
+func (r *Store) runDir(id string) (string, error) {
 	if err := crew.ValidateID("run", id); err != nil {
-		return "", nil, err
+		return "", err
 	}
 	dir := filepath.Join(r.runsDir(), id)
 	st, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", nil, fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
+		return "", fmt.Errorf("no run %s in %s (crew run list shows the runs): %w", id, r.dir, crew.ErrNotFound)
 	case err != nil:
-		return "", nil, err
+		return "", err
 	case st.Mode()&os.ModeSymlink != 0:
-		return "", nil, fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrTampered)
+		return "", fmt.Errorf("run directory %s is a symbolic link; crew does not follow links in the state root: %w", dir, crew.ErrTampered)
 	case !st.IsDir():
-		return "", nil, fmt.Errorf("run %s: %s is not a directory: %w", id, dir, crew.ErrTampered)
+		return "", fmt.Errorf("run %s: %s is not a directory: %w", id, dir, crew.ErrTampered)
 	}
-	return dir, st, nil
+	return dir, nil
 }
 
 // OpenForRepair implements store.RunRepairer: it opens run id as Open
@@ -479,7 +492,7 @@ func (r *Store) runDir(id string) (string, os.FileInfo, error) {
 // run's run.created is crew.ErrDamaged: then nothing says what the run
 // was.
 func (r *Store) OpenForRepair(ctx context.Context, id string) (store.Log, error) {
-	dir, _, err := r.runDir(id)
+	dir, err := r.runDir(id)
 	if err != nil {
 		return nil, err
 	}
