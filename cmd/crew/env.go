@@ -18,6 +18,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/store/file"
 )
 
 // env is what a command's action needs: the parsed context, the streams
@@ -69,7 +70,14 @@ func (e *env) root() (*run.Root, error) {
 			}
 			dir = wd
 		}
-		return run.Find(dir, e.perm())
+		root, err := run.Find(dir, e.perm())
+		if err != nil {
+			return nil, err
+		}
+		// A command line may be crew mcp's server, whose tool calls share
+		// the root: each run's Log and the state it keeps, as on NATS.
+		root.Store.(*file.Store).KeepLogs = true
+		return root, nil
 	})
 	if err != nil {
 		return nil, err

@@ -296,6 +296,21 @@ func testMCPLeader(t *testing.T, f *mcpFixture) {
 	if !res.IsError || !strings.HasPrefix(mcpText(res), "invalid (exit 2): ") {
 		t.Fatalf("add a bad id: %s", mcpText(res))
 	}
+	// The server keeps the run's state between tool calls; a command line
+	// (another process) that writes the run in between is seen by the
+	// next call: its steer takes the next seq, and a task the command line
+	// completed is one the server cannot complete again.
+	ours := mcpCall(t, f.ctx, cs, "crew_steer", map[string]any{"task": "t2", "body": "first, over MCP"})
+	theirs := e2eJSONLines[events.Message](t, f.must("--json", "steer", "t2", "second, by the command line"))[0]
+	next := mcpCall(t, f.ctx, cs, "crew_steer", map[string]any{"task": "t2", "body": "third, over MCP"})
+	if ours["seq"] != float64(theirs.Seq-1) || next["seq"] != float64(theirs.Seq+1) {
+		t.Fatalf("steers over MCP at seq %v and %v around the command line's %d; want the ones on either side", ours["seq"], next["seq"], theirs.Seq)
+	}
+	f.must("task", "complete", "--task", "t2")
+	res = mcpTry(t, f.ctx, cs, "crew_task_complete", map[string]any{"task": "t2"})
+	if !res.IsError || !strings.HasPrefix(mcpText(res), "conflict (exit 3): ") {
+		t.Fatalf("complete over MCP a task the command line completed: %s", mcpText(res))
+	}
 }
 
 func testMCPCancelledAsk(t *testing.T, f *mcpFixture) {

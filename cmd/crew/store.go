@@ -31,6 +31,8 @@ var storeFlags = []cli.Flag{
 // command, except crew mcp's: its server is a command line whose tool
 // calls are command lines run with its store, so that one connection
 // serves them all, and its change notifications, until the server ends.
+// Either store keeps one Log per run for the command line (KeepLogs), so
+// that a tool call starts from the state the last one left.
 // A reconnect after the server (or a cluster node) is lost is the NATS
 // client's.
 type storeConn struct {

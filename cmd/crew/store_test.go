@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/run"
 )
 
 // --nats-tls-ca: a server that requires TLS, with a certificate signed by
@@ -104,5 +106,37 @@ func TestStoreEventOverMaxPayload(t *testing.T) {
 	}
 	if out, errOut, code := crew("", "events", "--since", "2"); code != 0 || out != "" {
 		t.Fatalf("after the refused steer, crew events --since 2: exit %d, %q, %s; want nothing", code, out, errOut)
+	}
+}
+
+// The command lines run with one store connection (crew mcp's tool
+// calls) share each run's Log on the file store, as on NATS
+// (file.Store.KeepLogs): a second Open of the run returns the Log the
+// calls used, with the state it keeps.
+func TestToolCallsShareRunLogs(t *testing.T) {
+	dir := t.TempDir()
+	ctx, release := shareStore(context.Background())
+	defer release()
+	for _, line := range [][]string{{"init"}, {"run", "create", "--id", "r1"}, {"task", "add", "t1", "--run", "r1"}, {"steer", "t1", "hello", "--run", "r1"}} {
+		var stdout, stderr strings.Builder
+		if err := execute(ctx, append([]string{"crew", "--dir", dir}, line...), strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatalf("crew %v: %v\n%s", line, err, stderr.String())
+		}
+	}
+	sc := ctx.Value(storeConnKey{}).(*storeConn)
+	root, ok := sc.s.(*run.Root)
+	if !ok {
+		t.Fatalf("the command lines' store is %T, want a *run.Root", sc.s)
+	}
+	a, err := root.Open("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := root.Open("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Log() != b.Log() {
+		t.Fatal("two Opens of run r1 with the command lines' store returned two Logs; want the one they share")
 	}
 }

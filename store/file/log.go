@@ -371,6 +371,13 @@ func (l *Log) loadForWrite(w *events.Writer, needOpen bool) (*load, error) {
 	var projected int64 // seq up to which projections are known to be done
 	if st != nil {
 		ld.before, projected = maps.Clone(st.Files), st.Seq
+		// Another process appended since: its projections are done as
+		// far as the tasks.json it wrote before letting the lock go
+		// says, which a new Log would start from; the events up to
+		// there are not projected again.
+		if snap := l.readSnapshot(); snap.Seq > projected {
+			ld.before, projected = maps.Clone(snap.Files), snap.Seq
+		}
 	} else {
 		// tasks.json says how far projections got: wait for this
 		// process's own jobs, so that it says so for them too (else

@@ -30,9 +30,43 @@ const DirName = ".crew"
 type Store struct {
 	dir  string    // absolute path of the .crew directory
 	Perm crew.Perm // modes for new files and directories
+	// KeepLogs makes Open return one Log per run for the Store's life
+	// (the first Open's), as store/nats's Options.KeepLogs does: the
+	// state it keeps from its last commit is used by the next, which
+	// reads only what other processes appended since (or the whole
+	// state again when the log was replaced), where a new Log loads it
+	// from tasks.json and replays the log after it, and the
+	// projections of commits made one after another share one hold of
+	// the run lock. It keeps no lock or file open between operations:
+	// another process takes the lock as soon as this one's projections
+	// are written. manifest.json is read once, by the first Open; when it
+	// has changed since (crew repair rewrote it, or the run was made
+	// anew), the run is opened anew. For a
+	// process that serves many operations (crew mcp, crew serve). Set it
+	// before the Store is used. Without it, each Open is a new Log, as
+	// another process's.
+	KeepLogs bool
 	// background counts the goroutines of its runs still writing
 	// projections after their operations returned (Close waits).
 	background counter
+
+	mu   sync.Mutex
+	logs map[string]keptLog // by run id, with KeepLogs
+}
+
+// A keptLog is the Log a Store with KeepLogs returns for a run, and what
+// Lstat said of the manifest.json it read.
+type keptLog struct {
+	l        *Log
+	manifest os.FileInfo
+}
+
+// sameVersion reports whether a and b, what Lstat said of a file at two
+// times, are the same file unchanged: the same inode, modification time
+// and size (an inode number alone may be reused once its file is
+// deleted).
+func sameVersion(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
 }
 
 // Close waits until the runs opened through r have written the
@@ -382,15 +416,45 @@ func manifestFile(m state.Manifest) []byte {
 // directory that is a symbolic link is refused (crew.ErrTampered); a
 // damaged or missing manifest.json is crew.ErrDamaged (crew repair
 // rebuilds it from the log).
+//
+// With KeepLogs, the run's Log is opened once and kept (see KeepLogs);
+// each Open still checks the run directory as above.
 func (r *Store) Open(ctx context.Context, id string) (store.Log, error) {
-	return r.open(id)
-}
-
-func (r *Store) open(id string) (*Log, error) {
 	dir, err := r.runDir(id)
 	if err != nil {
 		return nil, err
 	}
+	if !r.KeepLogs {
+		return r.open(dir)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return r.open(dir) // the error readManifest gives
+	}
+	r.mu.Lock()
+	k, ok := r.logs[id]
+	r.mu.Unlock()
+	if ok && sameVersion(k.manifest, fi) {
+		return k.l, nil
+	}
+	l, err := r.open(dir)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.logs[id]; ok && sameVersion(k.manifest, fi) {
+		return k.l, nil // opened by another goroutine meanwhile
+	}
+	if r.logs == nil {
+		r.logs = map[string]keptLog{}
+	}
+	r.logs[id] = keptLog{l, fi}
+	return l, nil
+}
+
+// open returns a new Log of the run in dir, reading its manifest.
+func (r *Store) open(dir string) (*Log, error) {
 	m, err := readManifest(dir)
 	if err != nil {
 		return nil, err

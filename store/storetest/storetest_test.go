@@ -20,23 +20,26 @@ import (
 
 func TestMain(m *testing.M) { storetest.Main(m, dial) }
 
-// The suite on both stores: the file store in a temporary directory,
-// and NATS JetStream on an embedded nats-server (JetStream on, its store
-// in a temporary directory, a random loopback port).
+// The suite on both stores: the file store in a temporary directory
+// (twice: a new Log per Open, and one kept per run, file.Store.KeepLogs,
+// as crew's command line keeps them), and NATS JetStream on an embedded
+// nats-server (JetStream on, its store in a temporary directory, a
+// random loopback port).
 func TestConformance(t *testing.T) {
 	storetest.Run(t, stores)
 }
 
-// dial opens the store an address names: "file:DIR" (a state root) or
-// "nats:URL".
+// dial opens the store an address names: "file:DIR" (a state root),
+// "filekept:DIR" (the same, keeping one Log per run) or "nats:URL".
 func dial(ctx context.Context, addr string) (*run.Root, func(), error) {
 	kind, where, _ := strings.Cut(addr, ":")
 	switch kind {
-	case "file":
+	case "file", "filekept":
 		root, err := run.Find(where, crew.PrivatePerm)
 		if err != nil {
 			return nil, nil, err
 		}
+		root.Store.(*file.Store).KeepLogs = kind == "filekept"
 		return root, func() { root.Close() }, nil
 	case "nats":
 		s, err := natsstore.Dial(ctx, where, natsstore.Options{})
@@ -52,13 +55,15 @@ func dial(ctx context.Context, addr string) (*run.Root, func(), error) {
 func stores(t *testing.T) []storetest.Store {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	if _, err := run.Init(dir, crew.PrivatePerm); err != nil {
-		t.Fatal(err)
+	dir, kept := t.TempDir(), t.TempDir()
+	for _, d := range []string{dir, kept} {
+		if _, err := run.Init(d, crew.PrivatePerm); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv := natstest.Server(t)
 	var out []storetest.Store
-	for _, s := range []storetest.Store{{Name: "file", Addr: "file:" + dir}, {Name: "nats", Addr: "nats:" + srv.ClientURL()}} {
+	for _, s := range []storetest.Store{{Name: "file", Addr: "file:" + dir}, {Name: "file-kept", Addr: "filekept:" + kept}, {Name: "nats", Addr: "nats:" + srv.ClientURL()}} {
 		root, closer, err := dial(ctx, s.Addr)
 		if err != nil {
 			t.Fatal(err)
