@@ -239,7 +239,7 @@ func (l *Log) writer() (*events.Writer, error) {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	e := &l.held
-	if e.log != nil && (e.logFI == nil || e.logStale && !sameAsLeft(l.EventsPath(), e.logFI, e.log.Size())) {
+	if e.log != nil && (e.logFI == nil || e.logStale && !unchanged(l.EventsPath(), e.logFI)) {
 		e.forgetLog()
 	}
 	e.logStale = false
@@ -261,12 +261,12 @@ func (l *Log) dropWriter() {
 	l.hmu.Unlock()
 }
 
-// sameAsLeft reports whether the file at path is still was (the same
-// file, by lstat(2)), of size bytes and was's modification time: no one
-// changed it since this process did.
-func sameAsLeft(path string, was os.FileInfo, size int64) bool {
+// unchanged reports whether the file at path is still was, what lstat(2)
+// said of it when this process last wrote or checked it (sameVersion):
+// no one changed it since.
+func unchanged(path string, was os.FileInfo) bool {
 	fi, err := os.Lstat(path)
-	return err == nil && os.SameFile(fi, was) && fi.Size() == size && fi.ModTime().Equal(was.ModTime())
+	return err == nil && sameVersion(fi, was)
 }
 
 // forgetFiles drops what this process knows of the run's files (see
@@ -287,7 +287,7 @@ func (l *Log) knownFiles() map[string]int64 {
 		l.held.stale = false
 		for _, file := range mailbox.Files {
 			was := l.held.stamps[file]
-			if was == nil || !sameAsLeft(l.MailboxPath(file), was, was.Size()) {
+			if was == nil || !unchanged(l.MailboxPath(file), was) {
 				l.held.files, l.held.stamps = nil, nil
 				break
 			}
