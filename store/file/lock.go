@@ -20,7 +20,7 @@ import (
 // run, for one commit batch or, while a process keeps writing, for a
 // burst of them (hold/unhold count its users). While a process holds it
 // no other process writes the run's files, so it may trust what it
-// wrote itself (lockEpoch) until it lets go.
+// wrote itself (lockEpoch); after it let go, it checks first.
 
 // lock takes the run lock (gofrs/flock on run.lock), waiting until ctx is
 // done. run.lock must be a regular file: flock opens it with O_CREATE, so a
@@ -112,7 +112,6 @@ func (l *Log) hold(ctx context.Context) error {
 			return err
 		}
 		l.fl = fl
-		l.held.forget() // another process may have written since this one let go
 	}
 	l.holds++
 	return nil
@@ -145,7 +144,7 @@ func (l *Log) unhold() {
 	}
 	l.holds--
 	if l.holds == 0 {
-		l.held.forget()
+		l.held.letGo() // another process may write meanwhile
 		l.fl.Unlock()
 		l.fl = nil
 	}
@@ -154,16 +153,20 @@ func (l *Log) unhold() {
 // A lockEpoch is what a process knows of a run's files while it holds the
 // run lock without letting go: no other process writes them meanwhile,
 // so what it wrote itself is still what they hold. It is forgotten when
-// the lock is let go (or a write fails, or repair rewrites the files).
+// a write fails or repair rewrites the files.
 //
-// While the lock is kept only for the snapshots of operations that have
-// returned, a person (or a test) may still change the files by hand, and
-// the epoch goes stale (suspect): before it is trusted again, events.jsonl
-// and each mailbox file are checked against what this process left (its
-// identity, size and modification time, one lstat(2) each) and each mail
-// directory against the one held open (AgentDir.Moved). What changed is
-// read or opened again; a change that keeps a file's identity, size and
-// modification time is not seen until the lock is let go.
+// When the lock is let go, another process may write the files, and
+// while it is kept only for the snapshots of operations that have
+// returned, a person (or a test) may still change them by hand: the
+// epoch then goes stale (suspect), and what this process knows of
+// tasks.json is dropped (letGo). Before the rest is trusted again,
+// events.jsonl and each mailbox file are checked against what this
+// process left (the same file, size and modification time: one lstat(2)
+// each, sameVersion) and each mail directory against the one held open
+// (AgentDir.Moved). What changed is read or opened again: every write
+// changes a file's size or identity (appends, renames over it), so
+// another process's writes are seen; a change by hand that keeps a
+// file's identity, size and modification time is not.
 type lockEpoch struct {
 	// files is where each mailbox file ends (State.Files as last
 	// projected), or nil when unknown; stamps is each mailbox file as this
@@ -214,6 +217,13 @@ func (e *lockEpoch) forgetLog() {
 		e.log.Close()
 	}
 	e.log, e.logFI, e.logStale = nil, nil, false
+}
+
+// letGo is what becomes of e when the process lets the lock go: what it
+// knows of tasks.json is dropped, and the rest goes stale.
+func (e *lockEpoch) letGo() {
+	e.snapSeq, e.pending = 0, nil
+	e.suspect()
 }
 
 // suspect makes e stale: what it knows of the files is checked before
