@@ -159,9 +159,10 @@ func (l *Log) unhold() {
 // returned, a person (or a test) may still change the files by hand, and
 // the epoch goes stale (suspect): before it is trusted again, each
 // mailbox file is checked against what this process left (its identity,
-// size and modification time, one lstat(2) each) and each mail directory
-// against the one held open (AgentDir.Moved). What changed is read
-// again; a change that keeps a file's identity, size and modification
+// size and modification time, one lstat(2) each; the mailbox directory
+// must still be a real directory, not a link to one) and each mail
+// directory against the one held open (AgentDir.Moved). What changed is
+// read again; a change that keeps a file's identity, size and modification
 // time is not seen until the lock is let go.
 type lockEpoch struct {
 	// files is where each mailbox file ends (State.Files as last
@@ -229,6 +230,12 @@ func (l *Log) knownFiles() map[string]int64 {
 	defer l.hmu.Unlock()
 	if l.held.stale {
 		l.held.stale = false
+		if realDir(l.path("mailbox")) != nil {
+			// a link now (or gone): project's mkdir refuses it, rather
+			// than writing through it to files that look unchanged
+			l.held.files, l.held.stamps = nil, nil
+			return nil
+		}
 		for _, file := range mailbox.Files {
 			was := l.held.stamps[file]
 			fi, err := os.Lstat(l.MailboxPath(file))
