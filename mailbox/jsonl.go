@@ -29,9 +29,10 @@ var Files = []string{InboxFile, OutboxFile, SteeringFile}
 // LastSeq returns the seq of the last complete message in the mailbox file
 // at path: 0 if the file is missing or empty. It reads backwards from the
 // end, so it costs the same on any file size. A last line that does not
-// decode is a *events.DamageError.
+// decode is a *events.DamageError; a file that is not a regular one (a
+// symbolic link, a FIFO) is not opened: an error wrapping fsys.ErrLink.
 func LastSeq(path string) (int64, error) {
-	f, err := os.Open(path)
+	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}

@@ -211,3 +211,65 @@ func TestLogTornBetweenSyncOps(t *testing.T) {
 		}
 	}
 }
+
+// TestMailboxDirLinkedBetweenSyncOps: the run's mailbox directory
+// replaced by hand, between two synchronous operations of one process,
+// by a symbolic link to where it was moved (its files the same, so they
+// look unchanged): the second operation writes nothing through the link.
+func TestMailboxDirLinkedBetweenSyncOps(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	box := filepath.Join(r.Dir(), "mailbox")
+	elsewhere := filepath.Join(t.TempDir(), "mailbox")
+	for i := range 50 {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		must(t, os.Rename(box, elsewhere))
+		must(t, os.Symlink(elsewhere, box))
+		before, err := os.ReadFile(filepath.Join(elsewhere, mailbox.SteeringFile))
+		must(t, err)
+		r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)}) // its projection refused
+		after, err := os.ReadFile(filepath.Join(elsewhere, mailbox.SteeringFile))
+		must(t, err)
+		if !bytes.Equal(after, before) {
+			t.Fatalf("round %d: %s written through the link %s:\n%s", i, mailbox.SteeringFile, box, after)
+		}
+		must(t, os.Remove(box))
+		must(t, os.Rename(elsewhere, box))
+	}
+	_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "c"})
+	must(t, err)
+	checkMailboxes(t, r, "the directory back")
+}
+
+// TestMailDirLinkedBetweenSyncOps: an agent's mail directory replaced by
+// hand, between two synchronous operations of one process, by a
+// symbolic link to where it was moved: the second operation delivers
+// nothing through the link, though this process holds the directory
+// open from the first.
+func TestMailDirLinkedBetweenSyncOps(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	dir := tree(r).Dir("t1")
+	elsewhere := filepath.Join(t.TempDir(), "t1")
+	for i := range 50 {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		must(t, os.Rename(dir, elsewhere))
+		must(t, os.Symlink(elsewhere, dir))
+		before, err := os.ReadDir(elsewhere)
+		must(t, err)
+		r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)}) // its copy for t1 refused
+		after, err := os.ReadDir(elsewhere)
+		must(t, err)
+		if len(after) != len(before) {
+			t.Fatalf("round %d: delivered through the link %s: %d entries, then %d", i, dir, len(before), len(after))
+		}
+		must(t, os.Remove(dir))
+		must(t, os.Rename(elsewhere, dir))
+	}
+}

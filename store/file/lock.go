@@ -163,7 +163,8 @@ func (l *Log) unhold() {
 // events.jsonl and each mailbox file are checked against what this
 // process left (the same file, size and modification time: one lstat(2)
 // each, sameVersion) and each mail directory against the one held open
-// (AgentDir.Moved). What changed is read or opened again: every write
+// (AgentDir.Moved); the mailbox directory must still be a real
+// directory, not a link to one. What changed is read or opened again: every write
 // changes a file's size or identity (appends, renames over it), so
 // another process's writes are seen; a change by hand that keeps a
 // file's identity, size and modification time is not.
@@ -295,6 +296,12 @@ func (l *Log) knownFiles() map[string]int64 {
 	defer l.hmu.Unlock()
 	if l.held.stale {
 		l.held.stale = false
+		if realDir(l.path("mailbox")) != nil {
+			// a link now (or gone): project's mkdir refuses it, rather
+			// than writing through it to files that look unchanged
+			l.held.files, l.held.stamps = nil, nil
+			return nil
+		}
 		for _, file := range mailbox.Files {
 			was := l.held.stamps[file]
 			if was == nil || !unchanged(l.MailboxPath(file), was) {

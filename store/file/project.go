@@ -87,6 +87,8 @@ func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map
 			}
 			errs = append(errs, mailbox.Append(l.MailboxPath(file), l.store.Perm.File, add))
 			written[file] = true
+		case errors.Is(err, fsys.ErrLink):
+			errs = append(errs, err) // tampered with: not read, written through, or mended (docs/files.md, Permissions)
 		default:
 			errs = append(errs, l.rebuildMailbox(file))
 			written[file] = true

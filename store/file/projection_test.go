@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
@@ -396,5 +397,33 @@ func TestGroupCommit(t *testing.T) {
 	must(t, err)
 	if len(entries) != workers*each {
 		t.Errorf("t1's mail tree holds %d copies, want %d", len(entries), workers*each)
+	}
+}
+
+// TestMailboxFileFIFONotOpened: a mailbox file replaced by a FIFO (a
+// writer holding it open, so that an open(2) of it would not block) is
+// tampering (docs/files.md, Permissions): the next operation stands, and
+// the FIFO is neither opened nor mended. Opened, a FIFO without a writer
+// would hang the operation, the run lock held.
+func TestMailboxFileFIFONotOpened(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "a"})
+	must(t, err)
+	path := fl(r).MailboxPath(mailbox.SteeringFile)
+	must(t, os.Remove(path))
+	must(t, syscall.Mkfifo(path, 0o600))
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	must(t, err)
+	defer w.Close()
+	m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "b"})
+	must(t, err)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("%s, a FIFO, was replaced: %v %v", path, fi.Mode(), err)
+	}
+	if evs := logEvents(t, r); evs[len(evs)-1].Message == nil || evs[len(evs)-1].Message.ID != m.ID {
+		t.Errorf("the steer is not the log's last event")
 	}
 }
