@@ -327,12 +327,7 @@ func Open(path string, since int64) (*os.File, *Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	off, err := SeekSeq(f, st.Size(), since)
+	off, err := seekStart(f, since)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -342,4 +337,19 @@ func Open(path string, since int64) (*os.File, *Reader, error) {
 		num = 1
 	}
 	return f, NewReader(f, off, num), nil
+}
+
+// seekStart returns where a reader of the lines after seq since starts
+// in f: SeekSeq over f's complete lines as completeSize measures them,
+// so that a file a writer shortened since its stat (cutting a torn last
+// line) is not read past its end.
+func seekStart(f statReaderAt, since int64) (int64, error) {
+	if since <= 0 {
+		return 0, nil
+	}
+	complete, _, err := completeSize(f)
+	if err != nil {
+		return 0, err
+	}
+	return SeekSeq(f, complete, since)
 }

@@ -472,3 +472,42 @@ func TestSeekSeqReadsLittle(t *testing.T) {
 		}
 	}
 }
+
+// statAs is a file whose first Stat says what an earlier stat said.
+type statAs struct {
+	*os.File
+	fi *os.FileInfo
+}
+
+func (f statAs) Stat() (os.FileInfo, error) {
+	if fi := *f.fi; fi != nil {
+		*f.fi = nil
+		return fi, nil
+	}
+	return f.File.Stat()
+}
+
+// TestSeekStartAfterCut: a reader that stats a file just before a writer
+// cuts its torn last line off (CutTorn, under the run lock the reader
+// does not take) still finds where its lines start, instead of failing
+// with io.EOF from reading past the new end ("crew: EOF" from crew
+// outbox in a power-loss run).
+func TestSeekStartAfterCut(t *testing.T) {
+	var data []byte
+	for seq := 1; seq <= 200; seq++ {
+		data = fmt.Appendf(data, "{\"seq\":%d,\"body\":%q}\n", seq, strings.Repeat("b", 40))
+	}
+	want := int64(bytes.Index(data, []byte(`{"seq":151,`)))
+	f := writeFile(t, append(data, []byte(`{"seq":201,"body":"`+strings.Repeat("t", 6000))...))
+	before, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := CutTorn(f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := seekStart(statAs{f, &before}, 150)
+	if err != nil || got != want {
+		t.Fatalf("seekStart after the torn line was cut = %d, %v; want %d", got, err, want)
+	}
+}
