@@ -57,8 +57,8 @@ func (l *Log) lock(ctx context.Context) (*flock.Flock, error) {
 }
 
 // mailDir returns agent's mail directory, open: the one this process
-// opened earlier while it holds the run lock (lockEpoch), checked first
-// if the epoch went stale, or newly opened, the mailbox created if it has
+// opened earlier (lockEpoch), checked first if the epoch went stale, or
+// newly opened, the mailbox created if it has
 // none, since a run message is delivered to every recipient. Different
 // agents' directories may be used at once; one agent's by one goroutine
 // at a time.
