@@ -312,8 +312,10 @@ func tailReason(tail string) string {
 
 // tailOf returns the last max bytes of the file at path after offset
 // from ("" when it cannot be read), starting at a whole UTF-8 character.
+// Only a regular file is read (fsys.OpenNoFollow): a FIFO put in the
+// log's place would block the open, a link be read through.
 func tailOf(path string, from int64, max int) string {
-	f, err := os.Open(path)
+	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
 		return ""
 	}
