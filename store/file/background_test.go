@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -272,4 +273,43 @@ func TestMailDirLinkedBetweenSyncOps(t *testing.T) {
 		must(t, os.Remove(dir))
 		must(t, os.Rename(elsewhere, dir))
 	}
+}
+
+// TestMailboxEditedKeepingTimeBetweenSyncOps: a mailbox file's last line
+// damaged by hand between two synchronous operations, its size kept and
+// its modification time set back (as touch -r does), is still seen: its
+// change time moved, which no program can set back.
+func TestMailboxEditedKeepingTimeBetweenSyncOps(t *testing.T) {
+	if _, ok := fsys.ChangeTime(statOf(t, t.TempDir())); !ok {
+		t.Skip("no change time on this system")
+	}
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	path := fl(r).MailboxPath(mailbox.SteeringFile)
+	for i := range 50 {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		fi := statOf(t, path)
+		data, err := os.ReadFile(path)
+		must(t, err)
+		last := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+		data[last] = 'X' // the last line no longer decodes; the size is the same
+		must(t, os.WriteFile(path, data, 0o600))
+		must(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
+		_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+		must(t, err)
+		checkMailboxes(t, r, fmt.Sprintf("round %d", i))
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+func statOf(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	must(t, err)
+	return fi
 }

@@ -161,13 +161,13 @@ func (l *Log) unhold() {
 // epoch then goes stale (suspect), and what this process knows of
 // tasks.json is dropped (letGo). Before the rest is trusted again,
 // events.jsonl and each mailbox file are checked against what this
-// process left (the same file, size and modification time: one lstat(2)
-// each, sameVersion) and each mail directory against the one held open
-// (AgentDir.Moved); the mailbox directory must still be a real
-// directory, not a link to one. What changed is read or opened again: every write
-// changes a file's size or identity (appends, renames over it), so
-// another process's writes are seen; a change by hand that keeps a
-// file's identity, size and modification time is not.
+// process left (the same file, size, modification and change times: one
+// lstat(2) each, sameVersion) and each mail directory against the one
+// held open (AgentDir.Moved); the mailbox directory must still be a real
+// directory, not a link to one. What changed is read or opened again:
+// every write moves a file's change time, so another process's writes
+// and changes by hand are seen (where the system gives no change time, a
+// change by hand that keeps a file's size and modification time is not).
 type lockEpoch struct {
 	// files is where each mailbox file ends (State.Files as last
 	// projected), or nil when unknown; stamps is each mailbox file as this
@@ -243,8 +243,8 @@ func (e *lockEpoch) suspect() {
 
 // writer returns the events.jsonl writer for a commit, which holds the
 // run lock: the one kept since this process's last commit in the same
-// lock epoch (checked first, if the epoch went stale, to be the same
-// file, of the size and modification time this process left it), or
+// lock epoch (checked first, if the epoch went stale, to be the file
+// this process left, unchanged: sameVersion), or
 // newly opened (events.OpenWriter: a torn last line is cut).
 func (l *Log) writer() (*events.Writer, error) {
 	l.hmu.Lock()

@@ -62,11 +62,14 @@ type keptLog struct {
 }
 
 // sameVersion reports whether a and b, what Lstat said of a file at two
-// times, are the same file unchanged: the same inode, modification time
-// and size (an inode number alone may be reused once its file is
-// deleted).
+// times, are the same file unchanged: the same inode, modification time,
+// change time (where the system gives it: one a program cannot set back,
+// as touch -r sets the modification time) and size (an inode number
+// alone may be reused once its file is deleted).
 func sameVersion(a, b os.FileInfo) bool {
-	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+	ca, _ := fsys.ChangeTime(a)
+	cb, _ := fsys.ChangeTime(b)
+	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && ca.Equal(cb) && a.Size() == b.Size()
 }
 
 // Close waits until the runs opened through r have written the
