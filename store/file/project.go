@@ -28,9 +28,9 @@ import (
 // each commit had projected before unlocking. Within the process, wmu
 // keeps one writer of the log (or repair) at a time.
 //
-// While it keeps the lock, the process trusts what it wrote itself
-// (lockEpoch): where the mailbox files end, and the agents' mail
-// directories it has open. tasks.json is written when the lock is let go
+// While it keeps the lock, the process trusts what it wrote itself, and
+// after it let go, checks it first (lockEpoch): where the log and the
+// mailbox files end, and the agents' mail directories it has open. tasks.json is written when the lock is let go
 // and at least every snapshotEvery events, not after every batch.
 //
 // By default an operation returns once its mailbox lines and mail tree
@@ -49,7 +49,7 @@ import (
 // that is missing, damaged at its end, ahead of the log, or behind by more
 // than evs hold (a line lost in a crash while tasks.json survived) is
 // rebuilt from the log. Where each file ends is read from it, unless this
-// process projected last and has kept the lock since (lockEpoch).
+// process projected last and the file is unchanged since (lockEpoch).
 func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map[string]int64) error {
 	lines := map[string][]events.Message{}
 	for _, e := range evs {
@@ -58,7 +58,7 @@ func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map
 		}
 	}
 	treeErr := l.projectTree(acts)
-	known := l.knownFiles() // nil unless this process projected last, keeping the lock since
+	known := l.knownFiles() // nil unless this process projected last and the files are unchanged since
 	if known == nil {
 		if err := mkdir(l.path("mailbox"), l.store.Perm); err != nil {
 			return errors.Join(treeErr, err) // e.g. a symbolic link: not written through
