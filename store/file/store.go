@@ -37,9 +37,10 @@ type Store struct {
 	// state again when the log was replaced), where a new Log loads it
 	// from tasks.json and replays the log after it, and the
 	// projections of commits made one after another share one hold of
-	// the run lock. It keeps no lock or file open between operations:
-	// another process takes the lock as soon as this one's projections
-	// are written. manifest.json is read once, by the first Open; when it
+	// the run lock. It keeps no lock between operations: another
+	// process takes the lock as soon as this one's projections are
+	// written (the log and mail directories a Log keeps open are checked
+	// before they are used again: lockEpoch). manifest.json is read once, by the first Open; when it
 	// has changed since (crew repair rewrote it, or the run was made
 	// anew), the run is opened anew. For a
 	// process that serves many operations (crew mcp, crew serve). Set it
