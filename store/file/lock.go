@@ -245,8 +245,9 @@ func (e *lockEpoch) suspect() {
 // run lock: the one kept since this process's last commit in the same
 // lock epoch (checked first, if the epoch went stale, to be the file
 // this process left, unchanged: sameVersion), or
-// newly opened (events.OpenWriter: a torn last line is cut).
-func (l *Log) writer() (*events.Writer, error) {
+// newly opened (events.OpenWriter: a torn last line is cut); kept
+// reports the first.
+func (l *Log) writer() (w *events.Writer, kept bool, err error) {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	e := &l.held
@@ -254,14 +255,13 @@ func (l *Log) writer() (*events.Writer, error) {
 		e.forgetLog()
 	}
 	e.logStale = false
-	if e.log == nil {
-		w, err := events.OpenWriter(l.EventsPath())
-		if err != nil {
-			return nil, err
-		}
-		e.log = w
+	if e.log != nil {
+		return e.log, true, nil
 	}
-	return e.log, nil
+	if e.log, err = events.OpenWriter(l.EventsPath()); err != nil {
+		return nil, false, err
+	}
+	return e.log, false, nil
 }
 
 // dropWriter closes the kept events.jsonl writer after a failed append:

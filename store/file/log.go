@@ -167,7 +167,7 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 		return nil, err
 	}
 	defer l.unhold()
-	w, err := l.writer()
+	w, kept, err := l.writer()
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 	for _, o := range batch {
 		needOpen = needOpen || o.c.Open
 	}
-	ld, err := l.loadForWrite(w, needOpen)
+	ld, err := l.loadForWrite(w, kept, needOpen)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 		if since, count := l.openSnapshotState(); openDue(ld.st.Seq, since, count) {
 			// open.jsonl is due and this state cannot write it: load the
 			// open messages (they then stay in the cache).
-			if ld, err = l.loadForWrite(w, true); err != nil {
+			if ld, err = l.loadForWrite(w, kept, true); err != nil {
 				return nil, err
 			}
 		}
@@ -347,16 +347,21 @@ type load struct {
 // loadForWrite loads the state as of the end of the log, under the run
 // lock, with its open messages when needOpen: this process's own state
 // when no other process has appended since, else tasks.json (or
-// open.jsonl) and the log after it.
-func (l *Log) loadForWrite(w *events.Writer, needOpen bool) (*load, error) {
+// open.jsonl) and the log after it. kept says w is the writer this
+// process kept, the log unchanged since it last wrote it (Log.writer).
+func (l *Log) loadForWrite(w *events.Writer, kept, needOpen bool) (*load, error) {
 	l.mu.Lock()
 	st, fi := l.cache, l.cacheFI
 	l.mu.Unlock()
 	if st != nil {
 		// Our own state is current unless another process appended since,
 		// or the log was replaced (repair): then replay only what is new.
-		cur, err := os.Stat(l.EventsPath())
-		if err != nil || !os.SameFile(cur, fi) || st.Offset > w.Size() || (needOpen && st.Open == nil) {
+		same := kept // checked already
+		if !same {
+			cur, err := os.Stat(l.EventsPath())
+			same = err == nil && os.SameFile(cur, fi)
+		}
+		if !same || st.Offset > w.Size() || (needOpen && st.Open == nil) {
 			st = nil
 		} else if st.Offset == w.Size() {
 			return &load{st: st, before: maps.Clone(st.Files)}, nil
