@@ -131,26 +131,42 @@ func TestConcurrentSyncOpsSnapshotsRepair(t *testing.T) {
 	}
 }
 
+// betweenSyncOps runs rounds of synchronous operations on a new run
+// with a task t1: a steer to t1, edit (a change made by hand), then a
+// second steer, whose message (nil if it failed) and error check gets.
+// The test stops at the first round check fails. It returns the run.
+func betweenSyncOps(t *testing.T, rounds int, edit func(r *run.Run, i int), check func(r *run.Run, i int, m *events.Message, err error)) *run.Run {
+	t.Helper()
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	for i := range rounds {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+		must(t, err)
+		edit(r, i)
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+		check(r, i, m, err)
+		if t.Failed() {
+			break
+		}
+	}
+	return r
+}
+
 // TestMailDirRemovedBetweenSyncOps: an agent's mail directory removed by
 // hand between two synchronous operations of one process (the first
 // one's snapshot perhaps still being written, the run lock kept for it):
 // the second operation's copy for that agent is in the mail tree.
 func TestMailDirRemovedBetweenSyncOps(t *testing.T) {
-	r := newTestRun(t)
-	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
-	must(t, err)
-	mailRoot := filepath.Join(filepath.Dir(filepath.Dir(r.Dir())), "mail")
-	for i := range 200 {
-		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
-		must(t, err)
-		must(t, os.RemoveAll(filepath.Join(mailRoot, "t1")))
-		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+	betweenSyncOps(t, 200, func(r *run.Run, i int) {
+		must(t, os.RemoveAll(tree(r).Dir("t1")))
+	}, func(r *run.Run, i int, m *events.Message, err error) {
 		must(t, err)
 		if _, err := tree(r).Find("t1", m.ID); err != nil {
-			t.Fatalf("round %d: the copy of %s for t1: %v", i, m.ID, err)
+			t.Errorf("round %d: the copy of %s for t1: %v", i, m.ID, err)
 		}
-	}
+	})
 }
 
 // TestMailboxCutBetweenSyncOps: a mailbox file that lost its last line
@@ -159,28 +175,19 @@ func TestMailDirRemovedBetweenSyncOps(t *testing.T) {
 // snapshot) is whole again after the second: the process checks the
 // file before it trusts where it knew it to end.
 func TestMailboxCutBetweenSyncOps(t *testing.T) {
-	r := newTestRun(t)
-	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
-	must(t, err)
-	path := fl(r).MailboxPath(mailbox.SteeringFile)
-	for i := range 50 {
-		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
-		must(t, err)
+	betweenSyncOps(t, 50, func(r *run.Run, i int) {
 		if i%2 == 0 {
 			r.Sync() // the lock let go
 		}
+		path := fl(r).MailboxPath(mailbox.SteeringFile)
 		data, err := os.ReadFile(path)
 		must(t, err)
 		cut := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
 		must(t, os.WriteFile(path, data[:cut], 0o600))
-		_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+	}, func(r *run.Run, i int, m *events.Message, err error) {
 		must(t, err)
 		checkMailboxes(t, r, fmt.Sprintf("round %d", i))
-		if t.Failed() {
-			return
-		}
-	}
+	})
 }
 
 // TestLogTornBetweenSyncOps: a torn line added to events.jsonl by hand
@@ -189,28 +196,44 @@ func TestMailboxCutBetweenSyncOps(t *testing.T) {
 // second, as when the lock was let go: the process checks the log
 // before it writes through the writer it kept open.
 func TestLogTornBetweenSyncOps(t *testing.T) {
-	r := newTestRun(t)
-	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
-	must(t, err)
-	path := fl(r).EventsPath()
 	torn := `{"seq":` + strings.Repeat("9", 4000)
-	for i := range 50 {
-		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
-		must(t, err)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	betweenSyncOps(t, 50, func(r *run.Run, i int) {
+		f, err := os.OpenFile(fl(r).EventsPath(), os.O_WRONLY|os.O_APPEND, 0)
 		must(t, err)
 		_, err = f.WriteString(torn)
 		must(t, err)
 		must(t, f.Close())
-		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+	}, func(r *run.Run, i int, m *events.Message, err error) {
 		must(t, err)
-		data, err := os.ReadFile(path)
+		data, err := os.ReadFile(fl(r).EventsPath())
 		must(t, err)
 		if !bytes.HasSuffix(data, []byte("\n")) || !bytes.Contains(data[bytes.LastIndexByte(data[:len(data)-1], '\n')+1:], []byte(m.ID)) {
-			t.Fatalf("round %d: events.jsonl does not end with the event of %s: it ends %q", i, m.ID, data[max(0, len(data)-200):])
+			t.Errorf("round %d: events.jsonl does not end with the event of %s: it ends %q", i, m.ID, data[max(0, len(data)-200):])
 		}
-	}
+	})
+}
+
+// linkedBetweenSyncOps runs betweenSyncOps with the directory dir(r)
+// moved elsewhere and a symbolic link to it put in its place after the
+// first steer, and put back after the second: nothing the second steer
+// writes may go through the link, which look(moved) tells (the same
+// before the steer and after). It returns the run.
+func linkedBetweenSyncOps(t *testing.T, dir func(r *run.Run) string, look func(moved string) string) *run.Run {
+	t.Helper()
+	moved := filepath.Join(t.TempDir(), "moved")
+	var before string
+	return betweenSyncOps(t, 50, func(r *run.Run, i int) {
+		must(t, os.Rename(dir(r), moved))
+		must(t, os.Symlink(moved, dir(r)))
+		before = look(moved)
+	}, func(r *run.Run, i int, m *events.Message, err error) {
+		// err: the second steer's projection through the link is refused
+		if after := look(moved); after != before {
+			t.Errorf("round %d: written through the link %s: %s, then %s", i, dir(r), before, after)
+		}
+		must(t, os.Remove(dir(r)))
+		must(t, os.Rename(moved, dir(r)))
+	})
 }
 
 // TestMailboxDirLinkedBetweenSyncOps: the run's mailbox directory
@@ -218,29 +241,12 @@ func TestLogTornBetweenSyncOps(t *testing.T) {
 // by a symbolic link to where it was moved (its files the same, so they
 // look unchanged): the second operation writes nothing through the link.
 func TestMailboxDirLinkedBetweenSyncOps(t *testing.T) {
-	r := newTestRun(t)
-	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
-	must(t, err)
-	box := filepath.Join(r.Dir(), "mailbox")
-	elsewhere := filepath.Join(t.TempDir(), "mailbox")
-	for i := range 50 {
-		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+	r := linkedBetweenSyncOps(t, func(r *run.Run) string { return filepath.Join(r.Dir(), "mailbox") }, func(moved string) string {
+		data, err := os.ReadFile(filepath.Join(moved, mailbox.SteeringFile))
 		must(t, err)
-		must(t, os.Rename(box, elsewhere))
-		must(t, os.Symlink(elsewhere, box))
-		before, err := os.ReadFile(filepath.Join(elsewhere, mailbox.SteeringFile))
-		must(t, err)
-		r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)}) // its projection refused
-		after, err := os.ReadFile(filepath.Join(elsewhere, mailbox.SteeringFile))
-		must(t, err)
-		if !bytes.Equal(after, before) {
-			t.Fatalf("round %d: %s written through the link %s:\n%s", i, mailbox.SteeringFile, box, after)
-		}
-		must(t, os.Remove(box))
-		must(t, os.Rename(elsewhere, box))
-	}
-	_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "c"})
+		return string(data)
+	})
+	_, err := r.Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "c"})
 	must(t, err)
 	checkMailboxes(t, r, "the directory back")
 }
@@ -251,28 +257,11 @@ func TestMailboxDirLinkedBetweenSyncOps(t *testing.T) {
 // nothing through the link, though this process holds the directory
 // open from the first.
 func TestMailDirLinkedBetweenSyncOps(t *testing.T) {
-	r := newTestRun(t)
-	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
-	must(t, err)
-	dir := tree(r).Dir("t1")
-	elsewhere := filepath.Join(t.TempDir(), "t1")
-	for i := range 50 {
-		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
+	linkedBetweenSyncOps(t, func(r *run.Run) string { return tree(r).Dir("t1") }, func(moved string) string {
+		entries, err := os.ReadDir(moved)
 		must(t, err)
-		must(t, os.Rename(dir, elsewhere))
-		must(t, os.Symlink(elsewhere, dir))
-		before, err := os.ReadDir(elsewhere)
-		must(t, err)
-		r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)}) // its copy for t1 refused
-		after, err := os.ReadDir(elsewhere)
-		must(t, err)
-		if len(after) != len(before) {
-			t.Fatalf("round %d: delivered through the link %s: %d entries, then %d", i, dir, len(before), len(after))
-		}
-		must(t, os.Remove(dir))
-		must(t, os.Rename(elsewhere, dir))
-	}
+		return fmt.Sprint(len(entries), " entries")
+	})
 }
 
 // TestMailboxEditedKeepingTimeBetweenSyncOps: a mailbox file's last line
@@ -283,14 +272,8 @@ func TestMailboxEditedKeepingTimeBetweenSyncOps(t *testing.T) {
 	if _, ok := fsys.ChangeTime(statOf(t, t.TempDir())); !ok {
 		t.Skip("no change time on this system")
 	}
-	r := newTestRun(t)
-	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
-	must(t, err)
-	path := fl(r).MailboxPath(mailbox.SteeringFile)
-	for i := range 50 {
-		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("a ", i)})
-		must(t, err)
+	betweenSyncOps(t, 50, func(r *run.Run, i int) {
+		path := fl(r).MailboxPath(mailbox.SteeringFile)
 		fi := statOf(t, path)
 		data, err := os.ReadFile(path)
 		must(t, err)
@@ -298,13 +281,10 @@ func TestMailboxEditedKeepingTimeBetweenSyncOps(t *testing.T) {
 		data[last] = 'X' // the last line no longer decodes; the size is the same
 		must(t, os.WriteFile(path, data, 0o600))
 		must(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
-		_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprint("b ", i)})
+	}, func(r *run.Run, i int, m *events.Message, err error) {
 		must(t, err)
 		checkMailboxes(t, r, fmt.Sprintf("round %d", i))
-		if t.Failed() {
-			return
-		}
-	}
+	})
 }
 
 func statOf(t *testing.T, path string) os.FileInfo {
