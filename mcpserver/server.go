@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crew-dev/crew/app"
 )
 
 // Exec runs one crew command line in process: args are what follows
@@ -54,7 +56,9 @@ func (e *Error) Error() string {
 
 // Options configure a Server.
 type Options struct {
-	// Exec carries out each tool call (required).
+	// App carries out the tool calls that are app requests (required).
+	App *app.App
+	// Exec carries out each other tool call (required).
 	Exec Exec
 	// Version is reported to clients in the initialize result.
 	Version string
@@ -88,6 +92,7 @@ func New(o Options) *Server {
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: w.subscribe, UnsubscribeHandler: w.unsubscribe})
 	w.add(s)
 	addTools(s, o)
+	addMessageTools(s, o.App, o)
 	return &Server{Server: s, watch: w}
 }
 

@@ -16,46 +16,6 @@ type RunInput struct {
 	Run string `json:"run,omitempty" jsonschema:"the run id (default: the server's --run or CREW_RUN, else the most recently created run)"`
 }
 
-// BodyInput is a message a worker sends the leader.
-type BodyInput struct {
-	RunInput
-	Body     string `json:"body" jsonschema:"the message text"`
-	Priority string `json:"priority,omitempty" jsonschema:"low, normal (default), high or urgent"`
-}
-
-// AskInput is crew_ask's input.
-type AskInput struct {
-	RunInput
-	Question string `json:"question" jsonschema:"the question for the leader: say what you need decided and the options you see"`
-	Priority string `json:"priority,omitempty" jsonschema:"low, normal (default), high or urgent"`
-	Wait     bool   `json:"wait,omitempty" jsonschema:"block until the leader responds and return the response (recommended); without it the question's id is returned and crew_await waits later"`
-	Timeout  string `json:"timeout,omitempty" jsonschema:"the question's deadline, a duration from now (e.g. 90s, 10m, 2h), stored in it: unanswered by then, the task goes back to running and a waiting call fails with class timeout, or returns the default"`
-	Default  string `json:"default,omitempty" jsonschema:"with timeout: the answer to go on with when the deadline passes unanswered (returned as a response from crew with reason answered by default)"`
-}
-
-// AwaitInput is crew_await's input.
-type AwaitInput struct {
-	RunInput
-	QuestionID string `json:"question_id" jsonschema:"the id of a question asked before (crew_ask without wait)"`
-	Timeout    string `json:"timeout,omitempty" jsonschema:"give up after this duration (e.g. 10m); the call fails with class timeout"`
-}
-
-// LeaderSendInput is a message from the leader to one task.
-type LeaderSendInput struct {
-	RunInput
-	Task     string `json:"task" jsonschema:"the task id of the worker to send to"`
-	Body     string `json:"body" jsonschema:"the message text"`
-	Priority string `json:"priority,omitempty" jsonschema:"low, normal (default), high or urgent"`
-}
-
-// NudgeInput is crew_nudge's input.
-type NudgeInput struct {
-	RunInput
-	Task     string `json:"task" jsonschema:"the task id of the quiet worker"`
-	Body     string `json:"body,omitempty" jsonschema:"the message text (default: Please report your status, blocker, or next step.)"`
-	Priority string `json:"priority,omitempty" jsonschema:"low, normal (default), high or urgent"`
-}
-
 // ReadInput is crew_inbox's and crew_outbox's input.
 type ReadInput struct {
 	RunInput
@@ -165,22 +125,7 @@ func runCall(in RunInput, path ...string) call {
 
 // addTools registers every tool on s.
 func addTools(s *mcp.Server, o Options) {
-	// Worker: ask, report, inbox, ack.
-	addAsk(s, o)
-	add(s, o, "crew_await", "Wait for the leader's response to a question asked before (crew_ask without wait, or after a restart while waiting). Returns the response message; it is acknowledged.",
-		"", messageSchema, func(in AwaitInput) call {
-			c := runCall(in.RunInput, "await")
-			c.flag("timeout", in.Timeout)
-			c.pos = append(c.pos, in.QuestionID)
-			return c
-		})
-	add(s, o, "crew_report", "Tell the leader something without waiting (worker): progress, a finding, a blocker (priority urgent for what cannot wait). Returns the report message.",
-		"", messageSchema, func(in BodyInput) call {
-			c := runCall(in.RunInput, "report")
-			c.flag("priority", in.Priority)
-			c.body(in.Body)
-			return c
-		})
+	// Worker: heartbeat, inbox, ack (ask, await and report: addMessageTools).
 	add(s, o, "crew_heartbeat", "Say that you are alive and working (worker), without writing to the run's log: a long step with no other crew call keeps the leader from seeing you as quiet.",
 		"", objectSchema, func(in RunInput) call { return runCall(in, "heartbeat") })
 	add(s, o, "crew_inbox", "Your messages from the leader not yet acknowledged (worker): steers (act on them first: they redirect your work), follow-ups (for after your current step), nudges (report your status with crew_report), responses and broadcasts. Call it at every safe point. Reading marks them delivered; acknowledge what you acted on with crew_ack.",
@@ -210,37 +155,6 @@ func addTools(s *mcp.Server, o Options) {
 			c := runCall(in.RunInput, "reject")
 			c.flag("reason", in.Reason)
 			c.pos = append(c.pos, in.ID)
-			return c
-		})
-
-	// Leader: respond, steer, follow-up, nudge, broadcast.
-	leaderSend := func(name, command, desc string) {
-		add(s, o, name, desc, "", messageSchema, func(in LeaderSendInput) call {
-			c := runCall(in.RunInput, command)
-			c.flag("priority", in.Priority)
-			c.pos = append(c.pos, in.Task)
-			c.body(in.Body)
-			return c
-		})
-	}
-	leaderSend("crew_respond", "respond", "Answer a waiting task's open question and unblock its worker (leader). Fails with class conflict when the task is not waiting. Returns the response message.")
-	leaderSend("crew_steer", "steer", "Redirect a worker (leader): it reads the steer at its next safe point (its next tool call, with crew hooks) and acts on it before going on. Returns the message.")
-	leaderSend("crew_follow_up", "follow-up", "Queue work for a worker (leader), for after its current step: it is shown when the worker would stop. Returns the message.")
-	add(s, o, "crew_nudge", "Ask a quiet worker to report its status, blocker or next step (leader). Returns the message.",
-		"", messageSchema, func(in NudgeInput) call {
-			c := runCall(in.RunInput, "nudge")
-			c.flag("priority", in.Priority)
-			c.pos = append(c.pos, in.Task)
-			if in.Body != "" {
-				c.body(in.Body)
-			}
-			return c
-		})
-	add(s, o, "crew_broadcast", "Send a message to every task of the run that has not ended (leader). Returns the message.",
-		"", messageSchema, func(in BodyInput) call {
-			c := runCall(in.RunInput, "broadcast")
-			c.flag("priority", in.Priority)
-			c.body(in.Body)
 			return c
 		})
 
@@ -359,14 +273,14 @@ func add[In any](s *mcp.Server, o Options, name, desc, list string, out map[stri
 	mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc, OutputSchema: out},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 			c := argv(in)
-			return result(o.Exec(ctx, c.line(), c.stdin))(list)
+			return execResult(o.Exec(ctx, c.line(), c.stdin))(list)
 		})
 }
 
-// result turns what Exec returned into a tool result: the structured
+// execResult turns what Exec returned into a tool result: the structured
 // output, or an error result (isError) whose text is the error and what
 // the command printed before it failed.
-func result(stdout []byte, err error) func(list string) (*mcp.CallToolResult, any, error) {
+func execResult(stdout []byte, err error) func(list string) (*mcp.CallToolResult, any, error) {
 	return func(list string) (*mcp.CallToolResult, any, error) {
 		if err != nil {
 			res := &mcp.CallToolResult{}
@@ -382,32 +296,6 @@ func result(stdout []byte, err error) func(list string) (*mcp.CallToolResult, an
 		}
 		return nil, raw, nil
 	}
-}
-
-// addAsk registers crew_ask: with wait it blocks, sending a progress
-// notification every o.ProgressEvery when the client gave a progress
-// token, until the response, the timeout or the client's cancellation
-// (notifications/cancelled cancels ctx; the question stays open, as when
-// crew ask --wait is interrupted).
-func addAsk(s *mcp.Server, o Options) {
-	mcp.AddTool(s, &mcp.Tool{Name: "crew_ask",
-		Description:  "Ask the leader a question (worker). With wait=true (recommended) the call blocks until the leader responds and returns the response message (acknowledged); follow it. Without wait it returns the question message at once; crew_await waits for the answer later. Progress notifications are sent while it waits.",
-		OutputSchema: messageSchema},
-		func(ctx context.Context, req *mcp.CallToolRequest, in AskInput) (*mcp.CallToolResult, any, error) {
-			c := runCall(in.RunInput, "ask")
-			c.flag("priority", in.Priority)
-			c.boolFlag("wait", in.Wait)
-			c.flag("timeout", in.Timeout)
-			c.flag("default", in.Default)
-			c.body(in.Question)
-			if in.Wait {
-				if token := req.Params.GetProgressToken(); token != nil {
-					stop := progress(ctx, req.Session, token, o.ProgressEvery)
-					defer stop()
-				}
-			}
-			return result(o.Exec(ctx, c.line(), c.stdin))("")
-		})
 }
 
 // progress sends a progress notification for token every interval until
@@ -447,7 +335,7 @@ func addRunReport(s *mcp.Server, o Options) {
 			c.flag("format", format)
 			stdout, err := o.Exec(ctx, c.line(), "")
 			if err != nil || format == "json" {
-				return result(stdout, err)("")
+				return execResult(stdout, err)("")
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(stdout)}}}, nil, nil
 		})

@@ -4,17 +4,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
-	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/state"
 )
 
 func askCommand() *cli.Command {
@@ -35,47 +32,28 @@ func askCommand() *cli.Command {
 
 func ask(c *cli.Context) error {
 	e := newEnv(c)
-	deadline, err := askDeadline(c)
-	if err != nil {
-		return err
-	}
-	r, msg, err := e.workerMessage()
-	if err != nil {
-		return err
-	}
-	msg.Ask = deadline
-	q, m, err := r.Ask(c.Context, msg, c.Bool("wait"))
-	if err != nil {
-		if q != nil && c.Bool("wait") {
-			fmt.Fprintf(e.stderr, "crew: question %s\n", q.ID)
-		}
-		return err
-	}
-	if !c.Bool("wait") {
-		return e.emit(q, q.ID)
-	}
-	return e.answered(r, msg.Task, m)
-}
-
-// askDeadline reads --timeout and --default: the deadline (and default
-// answer) stored in the question, or nil without --timeout.
-func askDeadline(c *cli.Context) (*state.Ask, error) {
-	if c.String("timeout") == "" {
-		if c.IsSet("default") {
-			return nil, fmt.Errorf("--default goes with --timeout: the default answer is for when the deadline passes: %w", crew.ErrInvalid)
-		}
-		return nil, nil
-	}
-	d, err := duration(c.String("timeout"))
-	if err != nil {
-		return nil, err
-	}
-	a := &state.Ask{Deadline: events.Time{Time: time.Now().Add(d).UTC().Truncate(time.Millisecond)}}
+	req := app.Ask{Priority: c.String("priority"), Wait: c.Bool("wait"), Timeout: c.String("timeout")}
 	if c.IsSet("default") {
 		def := c.String("default")
-		a.Default = &def
+		req.Default = &def
 	}
-	return a, nil
+	body, err := e.body(0, "")
+	if err != nil {
+		return err
+	}
+	req.Question = body
+	m, err := e.app().Ask(c.Context, req, e.emitAnswer)
+	if err != nil {
+		if m != nil && req.Wait {
+			fmt.Fprintf(e.stderr, "crew: question %s\n", m.ID)
+		}
+		return err
+	}
+	if !req.Wait {
+		return e.emit(m, m.ID)
+	}
+	e.answeredByDefault(m)
+	return nil
 }
 
 func awaitCommand() *cli.Command {
@@ -96,34 +74,21 @@ func await(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return fmt.Errorf("await takes one question id: %w", crew.ErrInvalid)
 	}
-	r, err := e.run()
+	m, err := e.app().Await(c.Context, app.Await{QuestionID: c.Args().First(), Timeout: c.String("timeout")}, e.emitAnswer)
 	if err != nil {
 		return err
 	}
-	ctx, cancel, err := withTimeout(c)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	m, err := r.Await(ctx, c.Args().First())
-	if err != nil {
-		return err
-	}
-	return e.answered(r, m.Task, m)
+	e.answeredByDefault(m)
+	return nil
 }
 
-// answered prints the response m and acknowledges it for task: the
-// worker has the answer, so it does not linger in the inbox. Printing
-// comes first: a crash in between only shows it again.
-func (e *env) answered(r *run.Run, task string, m *events.Message) error {
-	if err := e.emitAnswer(m); err != nil {
-		return err
-	}
-	if m.ID == "" { // answered by default: no message to acknowledge
+// answeredByDefault says on stderr when response m is a question's
+// default answer, which crew gave at the deadline (no message of the
+// leader's).
+func (e *env) answeredByDefault(m *events.Message) {
+	if m.ID == "" {
 		e.warn(fmt.Errorf("question %s: no answer before its deadline; going on with the default answer", m.ReplyTo))
-		return nil
 	}
-	return r.Acknowledge(context.WithoutCancel(e.c.Context), task, []string{m.ID}, false, "")
 }
 
 // emitAnswer prints a response: its body (exactly, with --json the

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/store/file"
 )
@@ -32,6 +33,13 @@ type env struct {
 
 func newEnv(c *cli.Context) *env {
 	return &env{c: c, stdout: c.App.Writer, stderr: c.App.ErrWriter, json: c.Bool("json")}
+}
+
+// app returns the application layer for this command: the state root
+// (root) and the identity of --run, --task and --as (CREW_RUN,
+// CREW_TASK, CREW_AGENT).
+func (e *env) app() *app.App {
+	return app.New(e.root, app.Identity{Run: e.c.String("run"), Task: e.c.String("task"), As: e.c.String("as")})
 }
 
 func (e *env) perm() crew.Perm {
@@ -188,29 +196,6 @@ func (e *env) worker() (*run.Run, string, error) {
 	return r, id, err
 }
 
-// workerMessage resolves the run and a message from a worker: its task
-// (--task / CREW_TASK), its agent (--as / CREW_AGENT, else the task's
-// agent), the body (the first argument) and --priority.
-func (e *env) workerMessage() (*run.Run, run.SendOptions, error) {
-	var msg run.SendOptions
-	r, id, err := e.worker()
-	if err != nil {
-		return nil, msg, err
-	}
-	from, err := e.actor("")
-	if err != nil {
-		return nil, msg, err
-	}
-	if from == "" {
-		from = e.defaultAgent(r, id)
-	}
-	body, err := e.body(0, "")
-	if err != nil {
-		return nil, msg, err
-	}
-	return r, run.SendOptions{Task: id, From: from, Body: body, Priority: e.c.String("priority")}, nil
-}
-
 // leaderRun opens the run (as run does) and returns the agent acting as
 // its leader: --as / CREW_AGENT, else the run's leader.
 func (e *env) leaderRun() (*run.Run, string, error) {
@@ -300,20 +285,5 @@ func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
 	return ctx, cancel, nil
 }
 
-// duration parses a --timeout / --older-than style value: Go durations
-// (90s, 10m, 1h30m) plus days (2d).
-func duration(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		// Digits only, and few enough days that the duration does not
-		// overflow (to a negative one that would time out at once).
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err == nil && n >= 0 && days[0] != '+' && time.Duration(n) <= time.Duration(1<<63-1)/(24*time.Hour) {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("invalid duration %q: use e.g. 30s, 10m, 2h, 1d: %w", s, crew.ErrInvalid)
-	}
-	return d, nil
-}
+// duration parses a --timeout / --older-than style value (app.ParseDuration).
+func duration(s string) (time.Duration, error) { return app.ParseDuration(s) }

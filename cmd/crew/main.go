@@ -82,18 +82,18 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return err
 }
 
-// Exit codes (docs/cli.md, Exit codes).
+// Exit codes (docs/cli.md, Exit codes): crew's, by their sentinels.
 const (
-	exitOK          = 0
-	exitIO          = 1
-	exitInvalid     = 2
-	exitConflict    = 3
-	exitNotFound    = 4
-	exitTimeout     = 5
-	exitIncomplete  = 6
-	exitDamaged     = 7
-	exitTampered    = 8
-	exitInterrupted = 130 // 128 + SIGINT, as shells report a command Ctrl-C ended
+	exitOK          = crew.ExitOK
+	exitIO          = crew.ExitIO
+	exitInvalid     = crew.ExitInvalid
+	exitConflict    = crew.ExitConflict
+	exitNotFound    = crew.ExitNotFound
+	exitTimeout     = crew.ExitTimeout
+	exitIncomplete  = crew.ExitIncomplete
+	exitDamaged     = crew.ExitDamaged
+	exitTampered    = crew.ExitTampered
+	exitInterrupted = crew.ExitInterrupted
 )
 
 // exitCodes are the exit codes and what each means, as crew --help lists
@@ -125,31 +125,14 @@ func exitCodesHelp() string {
 	return b.String()
 }
 
-// exitCode maps an error to its exit code: the one place that does.
+// exitCode maps an error to its exit code and class: crew.Code, and the
+// code of a cli.Exit error.
 func exitCode(err error) (int, string) {
-	switch {
-	case err == nil:
-		return exitOK, ""
-	case errors.Is(err, crew.ErrInvalid):
-		return exitInvalid, "invalid"
-	case errors.Is(err, crew.ErrConflict):
-		return exitConflict, "conflict"
-	case errors.Is(err, crew.ErrNotFound):
-		return exitNotFound, "not_found"
-	case errors.Is(err, crew.ErrTimeout):
-		return exitTimeout, "timeout"
-	case errors.Is(err, crew.ErrIncomplete):
-		return exitIncomplete, "incomplete"
-	case errors.Is(err, crew.ErrTampered):
-		return exitTampered, "tampered"
-	case errors.Is(err, crew.ErrDamaged):
-		return exitDamaged, "damaged"
-	}
 	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode(), "error"
+	if code, class := crew.Code(err); class != "io" || !errors.As(err, &ec) {
+		return code, class
 	}
-	return exitIO, "io"
+	return ec.ExitCode(), "error"
 }
 
 // report prints err as "crew: <message>" (and, with --json, as a JSON
@@ -167,18 +150,8 @@ func report(stderr io.Writer, err error, asJSON bool) int {
 	return code
 }
 
-// message is the text of err without the sentinel's own words at its end
-// ("...: conflict"), which the exit code already says.
-func message(err error) string {
-	s := err.Error()
-	for _, sentinel := range []error{crew.ErrInvalid, crew.ErrConflict, crew.ErrNotFound, crew.ErrTimeout, crew.ErrIncomplete, crew.ErrDamaged, crew.ErrTampered} {
-		suffix := ": " + sentinel.Error()
-		if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
-			return s[:len(s)-len(suffix)]
-		}
-	}
-	return s
-}
+// message is the text of err without its sentinel's words (crew.Message).
+func message(err error) string { return crew.Message(err) }
 
 // jsonRequested reports whether errors are to be written as JSON too: as
 // the --json flag decides (the last --json[=BOOL] before "--", else

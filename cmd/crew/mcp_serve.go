@@ -69,7 +69,7 @@ func serveMCP(c *cli.Context) error {
 		}
 		return stdout.Bytes(), &mcpserver.Error{Class: class, Exit: code, Message: msg}
 	}
-	s := mcpserver.New(mcpserver.Options{Exec: exec, Version: version, Task: c.String("task"), ProgressEvery: every})
+	s := mcpserver.New(mcpserver.Options{App: newEnv(c).app(), Exec: exec, Version: version, Task: c.String("task"), ProgressEvery: every})
 	ctx, stop := context.WithCancel(c.Context)
 	defer stop()
 	go notifyChanges(ctx, newEnv(c), s)

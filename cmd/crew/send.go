@@ -5,25 +5,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 )
 
-// leaderKinds is the kind of message each leader -> worker command sends.
-var leaderKinds = map[string]string{
-	"respond":   events.KindResponse,
-	"steer":     events.KindSteer,
-	"follow-up": events.KindFollowUp,
-	"nudge":     events.KindNudge,
-}
-
-// leaderSendCommand is a leader -> worker command: name is one of
-// leaderKinds.
+// leaderSendCommand is a leader -> worker command: respond, steer,
+// follow-up or nudge.
 func leaderSendCommand(name, usage, example string) *cli.Command {
 	return &cli.Command{
 		Name:      name,
@@ -55,12 +49,11 @@ func nudgeCommand() *cli.Command {
 		"crew nudge t3\ncrew nudge t3 \"Are you stuck?\" --priority high")
 }
 
-// leaderSend sends the message of the command's kind (leaderKinds) to
-// the task named by the first argument.
+// leaderSend sends the message of the command's kind to the task named
+// by the first argument.
 func leaderSend(c *cli.Context) error {
 	e := newEnv(c)
 	name := c.Command.Name
-	kind := leaderKinds[name]
 	if c.Args().Len() < 1 {
 		return fmt.Errorf("%s needs a task id: crew %s TASK BODY: %w", name, name, crew.ErrInvalid)
 	}
@@ -69,10 +62,19 @@ func leaderSend(c *cli.Context) error {
 		return err
 	}
 	def := ""
-	if kind == events.KindNudge {
+	if name == "nudge" {
 		def = run.DefaultNudge
 	}
-	return e.sendAsLeader(kind, id, 1, def)
+	body, err := e.body(1, def)
+	if err != nil {
+		return err
+	}
+	a, req := e.app(), app.ToWorker{Task: id, Body: body, Priority: c.String("priority")}
+	send := map[string]func(context.Context, app.ToWorker) (*events.Message, error){
+		"respond": a.Respond, "steer": a.Steer, "follow-up": a.FollowUp,
+		"nudge": func(ctx context.Context, req app.ToWorker) (*events.Message, error) { return a.Nudge(ctx, app.Nudge(req)) },
+	}[name]
+	return e.sent(send(c.Context, req))
 }
 
 func broadcastCommand() *cli.Command {
@@ -87,7 +89,12 @@ func broadcastCommand() *cli.Command {
 }
 
 func sendBroadcast(c *cli.Context) error {
-	return newEnv(c).sendAsLeader(events.KindMessage, events.Broadcast, 0, "")
+	e := newEnv(c)
+	body, err := e.body(0, "")
+	if err != nil {
+		return err
+	}
+	return e.sent(e.app().Broadcast(c.Context, app.Broadcast{Body: body, Priority: c.String("priority")}))
 }
 
 func reportCommand() *cli.Command {
@@ -103,32 +110,15 @@ func reportCommand() *cli.Command {
 
 func sendReport(c *cli.Context) error {
 	e := newEnv(c)
-	r, msg, err := e.workerMessage()
+	body, err := e.body(0, "")
 	if err != nil {
 		return err
 	}
-	msg.Kind = events.KindReport
-	return e.send(r, msg)
+	return e.sent(e.app().Report(c.Context, app.Report{Body: body, Priority: c.String("priority")}))
 }
 
-// sendAsLeader sends a message of kind from the leader (leaderRun) to
-// task (events.Broadcast: every task that has not ended), its body from
-// argument i (def when missing).
-func (e *env) sendAsLeader(kind, task string, i int, def string) error {
-	body, err := e.body(i, def)
-	if err != nil {
-		return err
-	}
-	r, from, err := e.leaderRun()
-	if err != nil {
-		return err
-	}
-	return e.send(r, run.SendOptions{Kind: kind, Task: task, From: from, Body: body, Priority: e.c.String("priority")})
-}
-
-// send sends msg and prints its id.
-func (e *env) send(r *run.Run, msg run.SendOptions) error {
-	m, err := r.Send(e.c.Context, msg)
+// sent prints the id of a message sent (the message with --json).
+func (e *env) sent(m *events.Message, err error) error {
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,16 @@
+// Package app is crew's application layer: one typed request per
+// operation (Steer, Ask, TaskAdd, Pending, ...) and one method of App
+// that carries it out, returning the record that `crew --json` prints.
+//
+// Every front end calls these and nothing below them: the command line
+// (cmd/crew) parses flags into a request and prints the result; crew
+// mcp's tools take the request types as their input (schemas from the
+// json and jsonschema tags; a field tagged json:"-" is the server's
+// identity, not the client's to set); the dashboard (web) and the agent
+// hooks call the same methods. Identity (which run, which task, which
+// agent acts), defaults and validation are resolved here, once, in
+// front of package run, whose operations do the work over a store.
+//
+// Errors wrap the sentinels of package crew (crew.Code maps them to exit
+// codes and classes).
+package app
