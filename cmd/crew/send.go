@@ -72,7 +72,9 @@ func leaderSend(c *cli.Context) error {
 	a, req := e.app(), app.ToWorker{Task: id, Body: body, Priority: c.String("priority")}
 	send := map[string]func(context.Context, app.ToWorker) (*events.Message, error){
 		"respond": a.Respond, "steer": a.Steer, "follow-up": a.FollowUp,
-		"nudge": func(ctx context.Context, req app.ToWorker) (*events.Message, error) { return a.Nudge(ctx, app.Nudge(req)) },
+		"nudge": func(ctx context.Context, req app.ToWorker) (*events.Message, error) {
+			return a.Nudge(ctx, app.Nudge(req))
+		},
 	}[name]
 	return e.sent(send(c.Context, req))
 }
