@@ -59,6 +59,20 @@ func Find(dir string, perm crew.Perm) (*Root, error) {
 	return NewRoot(s), nil
 }
 
+// FindKept is Find for a process whose operations follow one another on
+// the same runs (a command line, crew mcp, crew serve): the store keeps
+// one Log per run for its life (file.Store.KeepLogs, as NATS's
+// Options.KeepLogs), so that each operation starts from the state the
+// last one left.
+func FindKept(dir string, perm crew.Perm) (*Root, error) {
+	s, err := file.Find(dir, perm)
+	if err != nil {
+		return nil, err
+	}
+	s.KeepLogs = true
+	return NewRoot(s), nil
+}
+
 // Above returns the state root that one made by Init(dir) would shadow:
 // the directory of the nearest .crew above dir's (Find, started from
 // there, would find it; from dir and below, it finds the new one). It

@@ -19,7 +19,6 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/store/file"
 )
 
 // env is what a command's action needs: the parsed context, the streams
@@ -78,14 +77,9 @@ func (e *env) root() (*run.Root, error) {
 			}
 			dir = wd
 		}
-		root, err := run.Find(dir, e.perm())
-		if err != nil {
-			return nil, err
-		}
 		// A command line may be crew mcp's server, whose tool calls share
 		// the root: each run's Log and the state it keeps, as on NATS.
-		root.Store.(*file.Store).KeepLogs = true
-		return root, nil
+		return run.FindKept(dir, e.perm())
 	})
 	if err != nil {
 		return nil, err
