@@ -218,19 +218,6 @@ func (w *Writer) Size() int64 { return w.size }
 // line that does not decode is a *DamageError.
 func (w *Writer) Last() (e Event, ok bool, err error) { return last(w.f) }
 
-// Last returns the last complete event of the log at path, or ok=false if
-// it has none. It opens the file read-only and skips a torn last line, so
-// it needs no lock; it reads backwards, so its cost does not depend on the
-// log's length. A last line that does not decode is a *DamageError.
-func Last(path string) (e Event, ok bool, err error) {
-	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
-	if err != nil {
-		return Event{}, false, err
-	}
-	defer f.Close()
-	return last(f)
-}
-
 func last(f *os.File) (Event, bool, error) {
 	l, ok, err := jsonl.LastLine(f)
 	if err != nil || !ok {

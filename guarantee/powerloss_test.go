@@ -2,7 +2,7 @@
 
 package guarantee
 
-// Guarantee 1 (SPEC §7) under power loss (issue 14): an operation that
+// Guarantee 1 (docs/guarantees.md, 1. Durable on success) under power loss: an operation that
 // returned success survives a power cut, and what a power cut leaves is
 // either clean or reported as damage that crew repair mends, losing
 // nothing acknowledged.

@@ -69,7 +69,7 @@ func opts(_ testing.TB, name, dir string) *server.Options {
 		SyncAlways: true,
 		NoLog:      true,
 		NoSigs:     true,
-		// An event carries a body of up to 1 MiB (SPEC §2) plus its
+		// An event carries a body of up to 1 MiB (docs/files.md, Body limit) plus its
 		// envelope: above the default max_payload of 1 MiB.
 		MaxPayload: 8 << 20,
 		// Small limits keep a test's servers light on a 2-core machine.
