@@ -12,7 +12,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/mcpserver"
 	"github.com/crew-dev/crew/run"
 )
 
@@ -148,4 +151,53 @@ func mcpSteer(tmp string, c config) (lib, viaMCP func(time.Duration) (float64, e
 		return err
 	})
 	return lib, viaMCP, func() { cs.Close() }, nil
+}
+
+// mcpInProcess returns the drivers of mcp_inproc_ratio: steers through
+// the library (as mcpSteer's), and steers through an MCP server in this
+// process (package mcpserver over the app layer, as crew mcp serves
+// them), its client the Go SDK's over in-memory transports, one
+// crew_steer call after another, in the same run; and a function that
+// ends the session. What it measures is what a tool call adds to the
+// operation: the JSON-RPC on both sides, the request's schema check and
+// the app layer, without a process or a pipe.
+func mcpInProcess(tmp string) (lib, viaMCP func(time.Duration) (float64, error), stop func(), err error) {
+	dir := filepath.Join(tmp, "mcp-inproc")
+	r, err := newRun(dir, "inproc", "m1")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r.SetAsync(false)
+	ctx := context.Background()
+	lib = rate(func(i int) error {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "m1", From: run.Leader, Body: body("steer", i, 120)})
+		return err
+	})
+	// The server's own root, found as crew mcp finds it: a store that
+	// keeps each run's Log between tool calls.
+	root, err := run.FindKept(dir, crew.PrivatePerm)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{Run: "inproc"})
+	server := mcpserver.New(mcpserver.Options{App: a, Version: "bench"})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "crewbench", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		ss.Close()
+		return nil, nil, nil, err
+	}
+	viaMCP = rate(func(i int) error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crew_steer", Arguments: map[string]any{"task": "m1", "body": body("mcp steer", i, 120)}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("crew_steer: %v", res.Content)
+		}
+		return err
+	})
+	return lib, viaMCP, func() { cs.Close(); ss.Close(); root.Close() }, nil
 }

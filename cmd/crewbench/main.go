@@ -160,6 +160,11 @@ type result struct {
 	SeenP99ms     float64 `json:"seen_p99_ms"`
 	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
 	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
+	// MCPInprocRatio is steers through an MCP server in process ÷
+	// library steers: a tool call costs at most 1.2× the operation when
+	// it is 1/1.2 or more.
+	MCPInprocRatio float64 `json:"mcp_inproc_ratio"`
+	MCPInprocPerS  float64 `json:"mcp_inproc_per_s"`
 
 	// The dashboard (ui.go): crew serve's pages.
 	UIUpdateP50ms float64 `json:"ui_update_p50_ms"`
@@ -366,10 +371,22 @@ func bench(c config) error {
 			return err
 		}
 		res.MCPSteerPerS, res.MCPSteerRatio = median(mcpS), medianRatio(mcpS, libS)
+		step("steers through an MCP server in this process against the library, %d rounds of %s each", c.rounds, c.round)
+		lib, inproc, stop, err := mcpInProcess(tmp)
+		if err != nil {
+			return err
+		}
+		libS, inS, err := alternateWith(c, "library", lib, "mcp-inproc", inproc)
+		stop()
+		if err != nil {
+			return err
+		}
+		res.MCPInprocPerS, res.MCPInprocRatio = median(inS), medianRatio(inS, libS)
 		rows = append(rows,
 			row{"hook_idle_ms", "`crew hook claude PostToolUse` with nothing new, whole process: p50 / p99", f2(res.HookIdleP50ms) + " / " + f2(res.HookIdleP99ms), "≤ 3 / ≤ 10", fmt.Sprintf("%d samples", c.wake)},
 			row{"seen_ms", fmt.Sprintf("steer sent → in the answer of the next `crew hook claude PostToolUse` of a loop calling it every %s: p50 / p99", seenPeriod), f2(res.SeenP50ms) + " / " + f2(res.SeenP99ms), fmt.Sprintf("≤ %d (one loop period)", seenPeriod.Milliseconds()), fmt.Sprintf("%d steers", seen)},
 			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
+			row{"mcp_inproc_ratio", "steers through an MCP server in process (in-memory transport, the app layer) ÷ library steers, same run", f2(res.MCPInprocRatio), "≥ 0.83 (≤ 1.2× the cost)", f0(res.MCPInprocPerS) + " steers/s"},
 		)
 	}
 
