@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 )
 
 func setupCommand() *cli.Command {
@@ -227,7 +228,7 @@ func addHooks(doc map[string]any, a hookAgent, toolMatcher string, pin []string)
 	for _, ev := range a.events {
 		command := prefix + strings.Join(append([]string{ev.name}, pin...), " ")
 		entry := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command}}}
-		if ev.at == atTool && toolMatcher != "" {
+		if ev.at == app.AtToolResult && toolMatcher != "" {
 			entry["matcher"] = toolMatcher
 		}
 		groups, _ := hooks[ev.name].([]any)
