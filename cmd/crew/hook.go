@@ -26,6 +26,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/internal/agentconfig"
 	"github.com/crew-dev/crew/internal/human"
 )
 
@@ -54,6 +55,19 @@ func (a hookAgent) eventNames(sep, last string) string {
 		names = append(names, ev.name)
 	}
 	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
+}
+
+// hooks are the crew hook commands crew setup writes for a
+// (agentconfig.Hooks).
+func (a hookAgent) hooks() agentconfig.Hooks {
+	h := agentconfig.Hooks{Agent: a.name}
+	for _, ev := range a.events {
+		h.Events = append(h.Events, ev.name)
+		if ev.at == app.AtToolResult {
+			h.ToolEvent = ev.name
+		}
+	}
+	return h
 }
 
 func hookCommand() *cli.Command {
