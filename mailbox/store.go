@@ -65,18 +65,3 @@ type AgentBox interface {
 var _ AgentBox = (*AgentDir)(nil)
 
 var _ Store = Tree{}
-
-// Check returns the error Deliver would return for m before writing
-// anything (an empty Priority counts as "normal"): crew.ErrInvalid for a
-// bad id, sender, type, priority or timestamp, or content Marshal refuses.
-// Stores other than Tree use it to keep Tree's rules.
-func Check(m Mail) error {
-	if m.Priority == "" {
-		m.Priority = "normal"
-	}
-	if err := treeCheck(m); err != nil {
-		return err
-	}
-	_, err := m.Marshal()
-	return err
-}

@@ -686,7 +686,7 @@ func TestSetRead(t *testing.T) {
 		t.Errorf("mode after SetRead = %v", fi.Mode().Perm())
 	}
 	for _, f := range files(t, dir) {
-		if strings.HasPrefix(f, treeTempPrefix) {
+		if strings.HasPrefix(f, tempPrefix) {
 			t.Errorf("temp file left: %s", f)
 		}
 	}
@@ -824,7 +824,7 @@ func TestArchiveRemovesStaleTemps(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		age  time.Duration
-	}{{treeTempPrefix + "old", 40 * time.Hour}, {treeTempPrefix + "young", time.Hour}, {filepath.Join(ArchiveDir, treeTempPrefix+"old"), 37 * time.Hour}} {
+	}{{tempPrefix + "old", 40 * time.Hour}, {tempPrefix + "young", time.Hour}, {filepath.Join(ArchiveDir, tempPrefix+"old"), 37 * time.Hour}} {
 		p := filepath.Join(tr.Dir("bob"), c.name)
 		if err := os.WriteFile(p, []byte(`{"body":"half`), 0o600); err != nil {
 			t.Fatal(err)
@@ -836,7 +836,7 @@ func TestArchiveRemovesStaleTemps(t *testing.T) {
 	if _, err := tr.Archive("bob", 24*time.Hour, false, now); err != nil {
 		t.Fatal(err)
 	}
-	if got := files(t, tr.Dir("bob")); !slices.Equal(got, []string{treeTempPrefix + "young", name}) {
+	if got := files(t, tr.Dir("bob")); !slices.Equal(got, []string{tempPrefix + "young", name}) {
 		t.Errorf("after Archive the mailbox holds %v, want the young temp file and the message", got)
 	}
 	if got := files(t, filepath.Join(tr.Dir("bob"), ArchiveDir)); len(got) != 0 {
