@@ -95,8 +95,23 @@ const (
 	StatusRejected     = "rejected"
 )
 
-// Priorities, lowest first.
-var Priorities = []string{"low", "normal", "high", "urgent"}
+// Message priorities (docs/concepts.md, Priorities). Priority does not
+// change delivery; it orders a worker's pending list.
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+	PriorityHigh   = "high"
+	PriorityUrgent = "urgent"
+)
+
+// Priorities lists every priority, lowest first: the one list that
+// messages of a run (run.Send), mail of the tree (mailbox) and every
+// front end accept. Do not modify it.
+var Priorities = []string{PriorityLow, PriorityNormal, PriorityHigh, PriorityUrgent}
+
+// DefaultPriority is the priority of a message or mail sent without one
+// (an empty priority): normal.
+const DefaultPriority = PriorityNormal
 
 // PriorityRank orders priorities: low 0 … urgent 3; -1 if unknown.
 func PriorityRank(p string) int {

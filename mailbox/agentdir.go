@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 )
 
@@ -100,7 +101,7 @@ func (d *AgentDir) DeliverNew(m Mail) (name string, err error) {
 
 func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
 	if m.Priority == "" {
-		m.Priority = "normal"
+		m.Priority = events.DefaultPriority
 	}
 	if err := checkFields(m); err != nil {
 		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 )
 
 // Types are the mail types of docs/mail-tree.md, in the mail-async vocabulary. Deliver
@@ -29,10 +30,6 @@ var Types = []string{
 	"health_escalation",
 	"coordination",
 }
-
-// priorities are the priorities Deliver accepts (docs/concepts.md, Priorities); "" is
-// delivered as "normal".
-var priorities = []string{"low", "normal", "high", "urgent"}
 
 // mailKeys are the JSON keys that map to fields of Mail; every other key of
 // a mail file goes to Mail.Extra.
@@ -78,7 +75,8 @@ type Mail struct {
 	// Read ("read") tells whether the recipient has read the message. For a
 	// run message's copy it mirrors the run's delivery status (docs/mail-tree.md, Read flags).
 	Read bool
-	// Priority ("priority") is low, normal, high or urgent.
+	// Priority ("priority") is one of events.Priorities: low, normal,
+	// high or urgent.
 	Priority string
 	// Run, Task and Kind ("run", "task", "kind") are set only on the copy of
 	// a run message: its run id, task id and message kind (docs/files.md, Messages). They
@@ -278,12 +276,12 @@ func (m *Mail) UnmarshalJSON(data []byte) error {
 }
 
 // Check returns the error Deliver would return for m before writing
-// anything (an empty Priority counts as "normal"): crew.ErrInvalid for a
+// anything (an empty Priority counts as events.DefaultPriority): crew.ErrInvalid for a
 // bad id, sender, type, priority or timestamp, or content Marshal refuses.
 // Stores other than Tree use it to keep Tree's rules.
 func Check(m Mail) error {
 	if m.Priority == "" {
-		m.Priority = "normal"
+		m.Priority = events.DefaultPriority
 	}
 	if err := checkFields(m); err != nil {
 		return err
@@ -303,8 +301,8 @@ func checkFields(m Mail) error {
 	if !slices.Contains(Types, m.Type) {
 		return fmt.Errorf("mail type %q is not one of %s: %w", m.Type, strings.Join(Types, ", "), crew.ErrInvalid)
 	}
-	if !slices.Contains(priorities, m.Priority) {
-		return fmt.Errorf("priority %q is not one of %s: %w", m.Priority, strings.Join(priorities, ", "), crew.ErrInvalid)
+	if !slices.Contains(events.Priorities, m.Priority) {
+		return fmt.Errorf("priority %q is not one of %s: %w", m.Priority, strings.Join(events.Priorities, ", "), crew.ErrInvalid)
 	}
 	if m.Timestamp.IsZero() {
 		return fmt.Errorf("mail has no timestamp: %w", crew.ErrInvalid)

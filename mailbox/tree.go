@@ -214,10 +214,10 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 // whole. On a file system without hard links the link falls back to a
 // rename after checking the name is free.
 //
-// An empty m.Priority is delivered as "normal". Deliver returns an error
-// wrapping crew.ErrInvalid, and writes nothing, if agent, m.From or m.ID is
-// not a valid id (docs/concepts.md, Identifiers), m.Type is not one of Types, m.Priority is not
-// low, normal, high or urgent, m.Timestamp is zero, or Marshal fails; one
+// An empty m.Priority is delivered as events.DefaultPriority. Deliver
+// returns an error wrapping crew.ErrInvalid, and writes nothing, if agent,
+// m.From or m.ID is not a valid id (docs/concepts.md, Identifiers), m.Type
+// is not one of Types, m.Priority is not one of events.Priorities, m.Timestamp is zero, or Marshal fails; one
 // wrapping crew.ErrNotFound if agent has no mailbox; an error if the
 // mailbox is a symbolic link or not a directory; and any I/O error, after
 // removing its temp file.

@@ -46,7 +46,7 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 		return mailbox.Mail{}, fmt.Errorf("invalid mail type %q: use one of %s: %w", o.Type, strings.Join(mailbox.Types, ", "), crew.ErrInvalid)
 	}
 	if o.Priority == "" {
-		o.Priority = "normal"
+		o.Priority = events.DefaultPriority
 	}
 	if err := CheckPriority(o.Priority); err != nil {
 		return mailbox.Mail{}, err

@@ -48,8 +48,8 @@ func checkTitle(what, title string) error {
 	return nil
 }
 
-// CheckPriority returns nil for a known priority (low, normal, high,
-// urgent) and an error wrapping crew.ErrInvalid otherwise.
+// CheckPriority returns nil for a priority of events.Priorities (low,
+// normal, high, urgent) and an error wrapping crew.ErrInvalid otherwise.
 func CheckPriority(p string) error {
 	if events.PriorityRank(p) < 0 {
 		return fmt.Errorf("invalid priority %q: use one of %s: %w", p, strings.Join(events.Priorities, ", "), crew.ErrInvalid)
@@ -264,7 +264,7 @@ type SendOptions struct {
 	Task     string // the worker's task: recipient (leader to worker) or sender (worker to leader); "*" for a broadcast
 	From     string // sending agent
 	Body     string
-	Priority string // "" means normal
+	Priority string // one of events.Priorities; "" means events.DefaultPriority
 	ReplyTo  string
 	// Ask, for a question, is its deadline and default answer
 	// (state.Ask), stored in the question: Await honours it.
@@ -290,7 +290,7 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
 	}
 	if o.Priority == "" {
-		o.Priority = "normal"
+		o.Priority = events.DefaultPriority
 	}
 	if err := CheckPriority(o.Priority); err != nil {
 		return nil, err
@@ -489,6 +489,6 @@ const AnsweredByDefault = "no response before the deadline: answered by default"
 // reason.
 func defaultAnswer(e *events.Event, questionID, def string) *events.Message {
 	return &events.Message{Seq: e.Seq, Run: e.Run, Task: e.Task, Kind: events.KindResponse, Direction: events.Inbox,
-		From: state.CrewActor, To: e.Task, Body: def, Priority: "normal", Status: events.StatusAcknowledged, SentAt: e.At,
+		From: state.CrewActor, To: e.Task, Body: def, Priority: events.DefaultPriority, Status: events.StatusAcknowledged, SentAt: e.At,
 		Reason: AnsweredByDefault, ReplyTo: questionID}
 }

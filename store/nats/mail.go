@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mailbox"
 )
 
@@ -276,7 +277,7 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 		return "", err
 	}
 	if msg.Priority == "" {
-		msg.Priority = "normal"
+		msg.Priority = events.DefaultPriority
 	}
 	if err := mailbox.Check(msg); err != nil {
 		return "", fmt.Errorf("deliver to %s: %w", agent, err)
