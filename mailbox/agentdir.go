@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/crew-dev/crew"
-	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 )
 
@@ -100,17 +99,10 @@ func (d *AgentDir) DeliverNew(m Mail) (name string, err error) {
 }
 
 func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
-	if m.Priority == "" {
-		m.Priority = events.DefaultPriority
-	}
-	if err := checkFields(m); err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
-	}
-	data, err := m.Marshal()
+	name, data, err := File(m)
 	if err != nil {
 		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
 	}
-	name = Name(m)
 	for range 3 {
 		// Delivered before and archived since: delivering it again would
 		// show an archived message as new.
@@ -208,7 +200,7 @@ func (d *AgentDir) lookCopy(rel, id string) (foundCopy, error) {
 	if !json.Valid(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))) {
 		return foundCopy{state: copyDamaged, info: info}, nil
 	}
-	if m, err := Parse(data); err == nil && m.ID == id {
+	if HoldsMessage(data, id) {
 		return foundCopy{state: copySame}, nil
 	}
 	return foundCopy{state: copyOther}, nil
@@ -233,7 +225,7 @@ func (d *AgentDir) SetRead(id string, read bool, sync bool) error {
 		if f.Mail.Read == read {
 			return nil
 		}
-		data, err := withRead(f.data, read)
+		data, err := WithRead(f.data, read)
 		if err != nil {
 			return fmt.Errorf("mark %s: %w", f.Path, err)
 		}

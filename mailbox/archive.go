@@ -21,6 +21,14 @@ import (
 // that Archive moves old messages into.
 const ArchiveDir = "archive"
 
+// Archivable reports whether Archive moves m, every Store's: m was sent
+// before cutoff (the time of the archive less its olderThan), and it is
+// read or includeUnread (docs/mail-tree.md, Archive: nothing disappears
+// unseen).
+func (m Mail) Archivable(cutoff time.Time, includeUnread bool) bool {
+	return m.Timestamp.Before(cutoff) && (m.Read || includeUnread)
+}
+
 // staleTemp is how old a temp file of Deliver or SetRead must be for
 // Archive to remove it: Maildir's rule for tmp/ (36 hours,
 // https://cr.yp.to/proto/maildir.html), since a delivery that old was
@@ -88,7 +96,7 @@ func (t Tree) Archive(agent string, olderThan time.Duration, includeUnread bool,
 	var moved []string
 	var errs []error
 	for _, f := range files {
-		if !f.Mail.Timestamp.Before(cutoff) || (!f.Mail.Read && !includeUnread) {
+		if !f.Mail.Archivable(cutoff, includeUnread) {
 			continue
 		}
 		dst := filepath.Join(ArchiveDir, f.Name)

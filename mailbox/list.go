@@ -56,12 +56,7 @@ func (t Tree) List(agent string, includeArchive bool) ([]Entry, []error, error) 
 			entries = append(entries, f.Entry)
 		}
 	}
-	slices.SortStableFunc(entries, func(a, b Entry) int {
-		if c := a.Mail.Timestamp.Compare(b.Mail.Timestamp); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	SortEntries(entries)
 	return entries, errs, nil
 }
 
@@ -124,14 +119,8 @@ func (t Tree) readEntry(r *os.Root, agent, dir, name string, typ fs.FileMode) (f
 	if err != nil {
 		return f, fmt.Errorf("mail %s: %w", f.Path, err)
 	}
-	f.Mail, err = ParseMessage(f.data)
-	if err != nil {
-		return f, fmt.Errorf("mail %s: %w", f.Path, err)
-	}
-	if f.Mail.ID == "" {
-		f.Mail.ID = strings.TrimSuffix(name, ".json")
-	}
-	return f, nil
+	f.Entry, err = ParseEntry(name, f.Path, f.Archived, f.data)
+	return f, err
 }
 
 // Find returns agent's message with this id, looking in the mail directory
@@ -157,11 +146,9 @@ func (t Tree) find(r *os.Root, agent, id string) (fileEntry, error) {
 	if id == "" {
 		return fileEntry{}, fmt.Errorf("find mail of agent %s: empty message id: %w", agent, crew.ErrInvalid)
 	}
-	byName := func(name string) bool {
-		return name == id || name == id+".json" || strings.HasSuffix(name, "-"+id+".json")
-	}
+	byName := func(name string) bool { return NameHasID(name, id) }
 	match := func(f fileEntry) bool { return f.Mail.ID == id || f.Name == id || f.Name == id+".json" }
-	if strings.HasSuffix(id, ".json") && !strings.HasPrefix(id, ".") && !strings.ContainsAny(id, `/\`) {
+	if IsFileName(id) {
 		// A whole file name (what crew's own projections pass): open it
 		// directly instead of reading a directory that may hold many
 		// thousands of messages. Only a file by that name that cannot be
@@ -183,7 +170,7 @@ func (t Tree) find(r *os.Root, agent, id string) (fileEntry, error) {
 			}
 		}
 		if !exists {
-			return fileEntry{}, fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
+			return fileEntry{}, NoMessage(agent, id)
 		}
 	}
 	var named error // why a file named like id could not be read
@@ -207,5 +194,5 @@ func (t Tree) find(r *os.Root, agent, id string) (fileEntry, error) {
 	if named != nil {
 		return fileEntry{}, named
 	}
-	return fileEntry{}, fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
+	return fileEntry{}, NoMessage(agent, id)
 }

@@ -1,6 +1,6 @@
 // The mail file format (docs/mail-tree.md, Fields): Mail and its JSON
 // (Parse, ParseMessage, Marshal), what a delivery needs of a message
-// (Check), and the edit of its read flag (withRead). Nothing here touches
+// (Check), and the edit of its read flag (WithRead). Nothing here touches
 // the disk.
 
 package mailbox
@@ -275,18 +275,29 @@ func (m *Mail) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Check returns the error Deliver would return for m before writing
-// anything (an empty Priority counts as events.DefaultPriority): crew.ErrInvalid for a
-// bad id, sender, type, priority or timestamp, or content Marshal refuses.
-// Stores other than Tree use it to keep Tree's rules.
-func Check(m Mail) error {
+// File returns the file that delivers m to a mail tree, as every Store
+// writes it (docs/mail-tree.md): its name (Name) and its content
+// (Marshal), m with an empty Priority given events.DefaultPriority. It
+// returns an error wrapping crew.ErrInvalid, and no file, for a bad id or
+// sender, a type not in Types, a priority not in events.Priorities, a
+// zero Timestamp, or content Marshal refuses.
+func File(m Mail) (name string, data []byte, err error) {
 	if m.Priority == "" {
 		m.Priority = events.DefaultPriority
 	}
 	if err := checkFields(m); err != nil {
-		return err
+		return "", nil, err
 	}
-	_, err := m.Marshal()
+	if data, err = m.Marshal(); err != nil {
+		return "", nil, err
+	}
+	return Name(m), data, nil
+}
+
+// Check returns the error Deliver would return for m before writing
+// anything: File's.
+func Check(m Mail) error {
+	_, _, err := File(m)
 	return err
 }
 
@@ -310,11 +321,12 @@ func checkFields(m Mail) error {
 	return nil
 }
 
-// withRead returns data (a mail file) with "read" set to read. When
+// WithRead returns data (a mail file's content) with "read" set to read:
+// how every Store changes a read flag (docs/mail-tree.md, Read flags). When
 // data has exactly one top-level "read" key with a boolean value, only that
 // value's bytes change (a pretty-printed file stays pretty-printed);
 // otherwise the object is re-encoded compact with sorted keys.
-func withRead(data []byte, read bool) ([]byte, error) {
+func WithRead(data []byte, read bool) ([]byte, error) {
 	lit := []byte(fmt.Sprint(read))
 	if start, end, ok := readFlagRange(data); ok {
 		return slices.Concat(data[:start], lit, data[end:]), nil

@@ -1,6 +1,11 @@
 package mailbox
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/crew-dev/crew"
+)
 
 // Store is a per-agent mail tree (docs/mail-tree.md) wherever it is kept: Tree, the
 // files under .crew/state/mail, or a tree kept on a server for agents that
@@ -65,3 +70,19 @@ type AgentBox interface {
 var _ AgentBox = (*AgentDir)(nil)
 
 var _ Store = Tree{}
+
+// NoMailbox returns the error of every Store for an agent without a
+// mailbox: it wraps crew.ErrNotFound and, forDelivery, says how to make
+// one (crew mail send --create-recipient).
+func NoMailbox(agent string, forDelivery bool) error {
+	if forDelivery {
+		return fmt.Errorf("no mailbox for agent %s; create it with --create-recipient: %w", agent, crew.ErrNotFound)
+	}
+	return fmt.Errorf("no mailbox for agent %s: %w", agent, crew.ErrNotFound)
+}
+
+// NoMessage returns the error of every Store for a message id (or name)
+// that agent's mailbox does not hold: it wraps crew.ErrNotFound.
+func NoMessage(agent, id string) error {
+	return fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
+}

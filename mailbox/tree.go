@@ -154,15 +154,9 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 	if err := crew.ValidateID("agent", agent); err != nil {
 		return nil, err
 	}
-	notFound := func() error {
-		if forDelivery {
-			return fmt.Errorf("no mailbox for agent %s; create it with --create-recipient: %w", agent, crew.ErrNotFound)
-		}
-		return fmt.Errorf("no mailbox for agent %s: %w", agent, crew.ErrNotFound)
-	}
 	mroot, err := os.OpenRoot(t.Root)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound()
+		return nil, NoMailbox(agent, forDelivery)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open mail tree: %w", err)
@@ -171,7 +165,7 @@ func (t Tree) openAgent(agent string, forDelivery bool) (*os.Root, error) {
 	fi, err := mroot.Lstat(agent)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, notFound()
+		return nil, NoMailbox(agent, forDelivery)
 	case err != nil:
 		return nil, fmt.Errorf("open mailbox for agent %s: %w", agent, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
