@@ -66,26 +66,6 @@ func (e *Event) Stamp(run string, seq int64) {
 	}
 }
 
-// Message kinds (docs/concepts.md, Message kinds).
-const (
-	KindQuestion = "question"
-	KindResponse = "response"
-	KindSteer    = "steer"
-	KindFollowUp = "follow-up"
-	KindNudge    = "nudge"
-	KindReport   = "report"
-	KindMessage  = "message" // a broadcast
-)
-
-// Kinds lists every message kind.
-var Kinds = []string{KindQuestion, KindResponse, KindSteer, KindFollowUp, KindNudge, KindReport, KindMessage}
-
-// Directions: inbox is leader -> worker, outbox is worker -> leader.
-const (
-	Inbox  = "inbox"
-	Outbox = "outbox"
-)
-
 // Message statuses. Stored messages always say pending; the current status
 // is computed from message.delivered/acknowledged/rejected events.
 const (
@@ -123,9 +103,6 @@ func PriorityRank(p string) int {
 	return -1
 }
 
-// Broadcast is the `to` of a message sent to every non-terminal task.
-const Broadcast = "*"
-
 // Message is an immutable record sent from one participant to another: a
 // line of inbox.jsonl, outbox.jsonl or steering.jsonl, and embedded in the
 // event that sent it (docs/files.md, Messages). Status as stored is always "pending";
@@ -151,11 +128,12 @@ type Message struct {
 	Data           json.RawMessage `json:"data,omitempty"`
 }
 
-// File names the mailbox file a message is projected into:
-// "steering" for steers, else its direction ("inbox" or "outbox").
+// File names the mailbox file a message is projected into (Inbox,
+// Outbox or Steering): its kind's (KindInfo.File), or its direction for
+// a kind this version does not know.
 func (m *Message) File() string {
-	if m.Kind == KindSteer {
-		return "steering"
+	if k, ok := KindOf(m.Kind); ok {
+		return k.File
 	}
 	return m.Direction
 }

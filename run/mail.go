@@ -153,7 +153,7 @@ func (root *Root) deliverRunCopy(ctx context.Context, agent string, m mailbox.Ma
 		return err
 	}
 	var who []string
-	if agent == r.Manifest.Leader && (m.Kind == events.KindQuestion || m.Kind == events.KindReport) {
+	if k, _ := events.KindOf(m.Kind); agent == r.Manifest.Leader && k.Direction == events.Outbox {
 		who = append(who, Leader)
 	}
 	for _, t := range st.TaskList() {
