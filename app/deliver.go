@@ -288,7 +288,7 @@ func listMessages(msgs []events.Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		fmt.Fprintf(&b, "- %s from %s", m.Kind, m.From)
-		if m.Priority != "" && m.Priority != "normal" {
+		if m.Priority != "" && m.Priority != events.DefaultPriority {
 			fmt.Fprintf(&b, " [%s]", m.Priority)
 		}
 		fmt.Fprintf(&b, " (id %s): %s\n", m.ID, strings.ReplaceAll(m.Body, "\n", "\n  "))
