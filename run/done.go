@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
+	"github.com/crew-dev/crew/internal/tail"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
@@ -72,7 +71,7 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*st
 	cmd := checkCommand(cctx, t.DoneWhen)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CREW_RUN="+r.ID(), "CREW_TASK="+t.ID)
-	out := &tailBuffer{max: CheckTail}
+	out := &tail.Buffer{Max: CheckTail}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second // a child that keeps the output pipe open does not hold us
 	start := time.Now()
@@ -95,48 +94,6 @@ func (r *Run) Verify(ctx context.Context, id string, timeout time.Duration) (*st
 		return c, fmt.Errorf("task %s is not done: its check %q failed (%v)%s: %w", t.ID, t.DoneWhen, runErr, shown, crew.ErrConflict)
 	}
 	return c, nil
-}
-
-// tailBuffer is an io.Writer that keeps only the last max bytes written.
-type tailBuffer struct {
-	mu    sync.Mutex
-	max   int
-	buf   []byte
-	extra bool // bytes were dropped from the front
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := len(p)
-	if len(p) >= b.max {
-		b.buf = append(b.buf[:0], p[len(p)-b.max:]...)
-		b.extra = true
-		return n, nil
-	}
-	if over := len(b.buf) + len(p) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-		b.extra = true
-	}
-	b.buf = append(b.buf, p...)
-	return n, nil
-}
-
-// String returns the kept bytes, starting at a whole UTF-8 character when
-// the front was cut.
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf
-	if b.extra {
-		for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
-			if utf8.RuneStart(s[i]) {
-				s = s[i:]
-				break
-			}
-		}
-	}
-	return string(s)
 }
 
 // CompleteOptions are the settings of Complete.

@@ -114,25 +114,6 @@ func TestVerifyRunDirGone(t *testing.T) {
 	}
 }
 
-func TestTailBuffer(t *testing.T) {
-	b := &tailBuffer{max: 8}
-	for _, s := range []string{"abc", "defgh", "ij", "", "k"} {
-		b.Write([]byte(s))
-	}
-	if got := b.String(); got != "defghijk" {
-		t.Fatalf("tail = %q", got)
-	}
-	b.Write([]byte("0123456789"))
-	if got := b.String(); got != "23456789" {
-		t.Fatalf("tail after a long write = %q", got)
-	}
-	u := &tailBuffer{max: 5}
-	u.Write([]byte("aé日x")) // a, é (2 bytes), 日 (3 bytes), x: the tail starts mid-日
-	if got := u.String(); got != "x" && got != "日x" {
-		t.Fatalf("tail cut inside a character: %q", got)
-	}
-}
-
 // A follow-up sent while the done-when check runs is seen when the
 // completion is validated again under the run lock: the task is not
 // completed over it (and is, with Force).

@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/proc"
+	"github.com/crew-dev/crew/internal/tail"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store/file"
 	"github.com/crew-dev/crew/task"
@@ -136,7 +137,7 @@ func (r *Run) attempt(ctx context.Context, o SpawnOptions, more bool) (*state.Wo
 	}
 	waitWorker(ctx, cmd)
 	x := exitOf(cmd.ProcessState, w)
-	x.Tail = tailOf(logPath, from, CheckTail)
+	x.Tail = tail.File(logPath, from, CheckTail)
 	fmt.Fprintf(out, "--- crew: task %s, attempt %d: worker %s\n", t.ID, n, x.Describe())
 	return x, r.recordExit(context.WithoutCancel(ctx), t.ID, x, more && ctx.Err() == nil, "")
 }
@@ -297,42 +298,17 @@ func (r *Run) recordExit(ctx context.Context, id string, x *state.WorkerExit, re
 
 // tailReason is the end of a worker's output as a reason quotes it:
 // "\nits output ended with:\n…" (so a reason's first line says what happened), or "" for no output.
-func tailReason(tail string) string {
-	tail = strings.TrimRight(tail, "\n")
-	if tail == "" {
+func tailReason(out string) string {
+	out = strings.TrimRight(out, "\n")
+	if out == "" {
 		return ""
 	}
-	if len(tail) > reasonTail {
-		b := &tailBuffer{max: reasonTail}
-		b.Write([]byte(tail))
-		tail = "…" + b.String()
+	if len(out) > reasonTail {
+		b := &tail.Buffer{Max: reasonTail}
+		b.Write([]byte(out))
+		out = "…" + b.String()
 	}
-	return "\nits output ended with:\n" + tail
-}
-
-// tailOf returns the last max bytes of the file at path after offset
-// from ("" when it cannot be read), starting at a whole UTF-8 character.
-// Only a regular file is read (fsys.OpenNoFollow): a FIFO put in the
-// log's place would block the open, a link be read through.
-func tailOf(path string, from int64, max int) string {
-	f, err := fsys.OpenNoFollow(path, os.O_RDONLY, 0)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	if start := fi.Size() - int64(max); start > from {
-		from = start
-	}
-	b := &tailBuffer{max: max}
-	if _, err := io.Copy(b, io.NewSectionReader(f, from, fi.Size()-from)); err != nil {
-		return ""
-	}
-	b.extra = from > 0
-	return b.String()
+	return "\nits output ended with:\n" + out
 }
 
 // WorkerLog returns the file a task's supervised worker writes its
@@ -416,7 +392,7 @@ func (r *Run) Reap(ctx context.Context, st *state.State) (int, error) {
 		if w == nil || !gone(w) {
 			continue
 		}
-		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tailOf(w.Log, 0, CheckTail)}
+		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tail.File(w.Log, 0, CheckTail)}
 		why := fmt.Sprintf("worker process %d is gone; crew spawn (pid %d), which watched it, died before it, so its exit status is unknown", w.PID, w.Supervisor)
 		if err := r.recordExit(ctx, t.ID, x, false, why); err != nil {
 			return n, err

@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/proc"
@@ -90,25 +88,5 @@ func TestReapLeavesALiveWorker(t *testing.T) {
 	must(t, err)
 	if n != 0 || st.Tasks["t1"].Status != task.Running || st.Tasks["t1"].Live() == nil {
 		t.Fatalf("reaped %d, task %+v; want a running task with its worker", n, st.Tasks["t1"])
-	}
-}
-
-// TestTailOfFIFO: a FIFO in place of a worker's log is not opened (the
-// open would block until a writer came, with the run's readers waiting):
-// its tail is "", at once.
-func TestTailOfFIFO(t *testing.T) {
-	path := t.TempDir() + "/t1.log"
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan string, 1)
-	go func() { done <- tailOf(path, 0, CheckTail) }()
-	select {
-	case tail := <-done:
-		if tail != "" {
-			t.Fatalf("tail of a FIFO = %q, want none", tail)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("tailOf is blocked opening a FIFO")
 	}
 }
