@@ -32,10 +32,23 @@ const DirName = file.DirName
 type Root struct {
 	Store   store.Store
 	MaxBody int // largest message body in bytes; 0 means DefaultMaxBody
+	perm    crew.Perm
 }
 
-// NewRoot returns a root whose runs and mail tree live in s.
-func NewRoot(s store.Store) *Root { return &Root{Store: s} }
+// NewRoot returns a root whose runs and mail tree live in s. The files
+// its runs' workers leave on this machine (Run.WorkersDir) get
+// crew.PrivatePerm's modes; Init and Find give theirs.
+func NewRoot(s store.Store) *Root { return &Root{Store: s, perm: crew.PrivatePerm} }
+
+// Perm returns the modes of the files the root's runs leave on this
+// machine outside the store (Run.WorkersDir): the perm given to Init or
+// Find, crew.PrivatePerm for a root made by NewRoot.
+func (r *Root) Perm() crew.Perm {
+	if r.perm == (crew.Perm{}) {
+		return crew.PrivatePerm
+	}
+	return r.perm
+}
 
 // Init creates a state root at dir/.crew (or dir itself when it is named
 // .crew) on the file system and returns it. Initialising an existing root
@@ -45,7 +58,7 @@ func Init(dir string, perm crew.Perm) (*Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewRoot(s), nil
+	return &Root{Store: s, perm: perm}, nil
 }
 
 // Find returns the state root for dir: dir itself if it is a .crew
@@ -56,7 +69,7 @@ func Find(dir string, perm crew.Perm) (*Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewRoot(s), nil
+	return &Root{Store: s, perm: perm}, nil
 }
 
 // FindKept is Find for a process whose operations follow one another on
@@ -70,7 +83,7 @@ func FindKept(dir string, perm crew.Perm) (*Root, error) {
 		return nil, err
 	}
 	s.KeepLogs = true
-	return NewRoot(s), nil
+	return &Root{Store: s, perm: perm}, nil
 }
 
 // Above returns the state root that one made by Init(dir) would shadow:

@@ -18,7 +18,6 @@ import (
 	"github.com/crew-dev/crew/internal/proc"
 	"github.com/crew-dev/crew/internal/tail"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store/file"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -370,13 +369,8 @@ func (r *Run) createFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// perm is the modes the run's files are created with.
-func (r *Run) perm() crew.Perm {
-	if s, ok := r.root.Store.(*file.Store); ok {
-		return s.Perm
-	}
-	return crew.PrivatePerm
-}
+// perm is the modes the run's files are created with (Root.Perm).
+func (r *Run) perm() crew.Perm { return r.root.Perm() }
 
 // Reap finds the workers of st's tasks that are recorded as running on
 // this machine but whose process is gone (its pid no longer alive, or
