@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // Ack is the request of Ack: messages addressed to the reader that it
@@ -77,7 +78,7 @@ type Beat struct {
 }
 
 // Heartbeat records that the task's worker is alive, without writing to
-// the run's log (run.Run.Heartbeat). No task is crew.ErrInvalid, an
+// the run's log (supervise.Heartbeat). No task is crew.ErrInvalid, an
 // unknown one crew.ErrNotFound.
 func (a *App) Heartbeat(_ context.Context, req Heartbeat) (*Beat, error) {
 	id, err := a.task(req.Task)
@@ -88,7 +89,7 @@ func (a *App) Heartbeat(_ context.Context, req Heartbeat) (*Beat, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Heartbeat(id); err != nil {
+	if err := supervise.Heartbeat(r, id); err != nil {
 		return nil, err
 	}
 	return &Beat{Heartbeat: events.Now(), Task: id}, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/supervise"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -105,7 +106,7 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Alive(id, true)
+	supervise.Alive(r, id, true)
 	w := &delivery{ctx: ctx, r: r, task: id, req: req, d: d}
 	switch req.Moment {
 	case AtSessionStart:

@@ -10,6 +10,7 @@ import (
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // Read is the request of Inbox (a worker's messages) and Outbox (what
@@ -192,7 +193,7 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 			return open, err
 		}
 	}
-	st, live, err := r.TasksAlive(ctx, quietAfter)
+	st, live, err := supervise.TasksAlive(ctx, r, quietAfter)
 	if err != nil {
 		return open, err
 	}
@@ -257,6 +258,6 @@ func (a *App) reader(runID, task string) (*run.Run, string, error) {
 	if err := crew.ValidateID("task", task); err != nil {
 		return nil, "", err
 	}
-	r.Alive(task, false)
+	supervise.Alive(r, task, false)
 	return r, task, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // Watch is the request of Watch: follow the messages that arrive in a
@@ -107,8 +108,8 @@ func (a *App) Watch(ctx context.Context, req Watch, warn func(error), fn func(co
 }
 
 // waitOptions parses a watch's --quiet-after and --nudge-after.
-func waitOptions(quietAfter, nudgeAfter string) (run.WaitOptions, error) {
-	o := run.WaitOptions{QuietAfter: run.DefaultQuietAfter}
+func waitOptions(quietAfter, nudgeAfter string) (supervise.WaitOptions, error) {
+	o := supervise.WaitOptions{QuietAfter: run.DefaultQuietAfter}
 	var err error
 	if quietAfter != "" {
 		if o.QuietAfter, err = ParseDuration(quietAfter); err != nil {
@@ -167,7 +168,7 @@ func deliver(ctx context.Context, f *watchFilter, count int, fn func(context.Con
 type watchPoll struct {
 	r       *run.Run
 	w       store.Waiter
-	o       run.WaitOptions
+	o       supervise.WaitOptions
 	timeout string
 	fn      func(context.Context, Watched) error
 	last    map[string]string // the leader's watch: task id -> liveness state last told
@@ -187,7 +188,7 @@ func (p *watchPoll) wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return p.timedOut(err)
 	}
-	st, live, err := p.r.TasksAlive(ctx, p.o.QuietAfter)
+	st, live, err := supervise.TasksAlive(ctx, p.r, p.o.QuietAfter)
 	if err != nil {
 		return err
 	}

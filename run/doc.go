@@ -3,8 +3,10 @@
 // state machine (AddTask, Transition, Complete with its done-when check),
 // send messages (Send: steer, follow-up, nudge, report, respond,
 // broadcast; Ask, Await, AskTimedOut), read them (Inbox, EachInbox,
-// Pending, Events, Watch), close them (Acknowledge, MarkDelivered), wait
-// for a run (WaitRun) and mail outside runs (SendMail, ReadMail).
+// Pending, Events, Watch), close them (Acknowledge, MarkDelivered), record
+// a supervised worker's start and exit (WorkerStarted, WorkerExited),
+// nudge quiet tasks (NudgeQuiet) and mail outside runs (SendMail,
+// ReadMail).
 //
 // Each operation is a validation written as a function of the run's
 // state (package state), handed to store.Log.Commit, which appends the
@@ -15,4 +17,12 @@
 // operation may do in which state are docs/state-machine.md's; the
 // errors returned wrap the sentinels of package crew (docs/cli.md, Exit
 // codes).
+//
+// Supervision is not here: the worker processes, reaping, heartbeats,
+// worker logs and waiting for a run are package supervise's, which
+// imports run, never the reverse. Run keeps the parts that read nothing
+// but the state: the liveness words and rule (LivenessOf, Underway,
+// LastSignOfLife), the check that a worker may start (Spawnable), the
+// outcome of a wait (Ended), and where a run's workers keep their files
+// on this machine (Run.WorkersDir, with the root's modes, Root.Perm).
 package run

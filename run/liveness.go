@@ -1,10 +1,6 @@
 package run
 
 import (
-	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/crew-dev/crew/events"
@@ -35,48 +31,51 @@ type Liveness struct {
 	PID      int         `json:"pid,omitempty"`
 }
 
-// Liveness tells, for every task of st that has not ended and has been
-// started or given a worker, what it is doing at now: LiveDead when its
-// supervised worker is recorded as running on this machine but is gone
-// (gone), LiveWaiting when it waits for an answer, else LiveWorking or LiveQuiet by
-// its last sign of life (LastSignOfLife) and quietAfter
-// (DefaultQuietAfter when 0). Pending tasks without a worker are left
-// out.
-func (r *Run) Liveness(st *state.State, quietAfter time.Duration, now time.Time) map[string]*Liveness {
+// LivenessOf is the rule of docs/concepts.md, Liveness: what task t is
+// doing at now, or nil when it is not Underway. It is LiveDead when gone
+// (its supervised worker, recorded as running, is known to be gone:
+// package supervise tells), LiveWaiting when it waits for an answer,
+// else LiveWorking or LiveQuiet by its last sign of life
+// (LastSignOfLife, with beat its last heartbeat, zero for none) and
+// quietAfter (DefaultQuietAfter when 0). It reads nothing:
+// supervise.Liveness gathers gone and beat for every task of a run.
+func LivenessOf(t *state.Task, gone bool, beat time.Time, quietAfter time.Duration, now time.Time) *Liveness {
 	if quietAfter <= 0 {
 		quietAfter = DefaultQuietAfter
 	}
-	out := map[string]*Liveness{}
-	for id, t := range st.Tasks {
-		w := t.Live()
-		if t.Status.Terminal() || (t.Status == task.Pending && w == nil) {
-			continue
-		}
-		l := &Liveness{}
-		if w != nil {
-			l.PID = w.PID
-		}
-		switch {
-		case w != nil && gone(w):
-			l.State, l.Since = LiveDead, w.StartedAt
-		case t.Status == task.Waiting && t.QuestionAt != nil:
-			l.State, l.Since, l.Question = LiveWaiting, *t.QuestionAt, t.Question
-		default:
-			l.Since = r.LastSignOfLife(t)
-			l.State = LiveWorking
-			if now.Sub(l.Since.Time) > quietAfter {
-				l.State = LiveQuiet
-			}
-		}
-		out[id] = l
+	if !Underway(t) {
+		return nil
 	}
-	return out
+	w := t.Live()
+	l := &Liveness{}
+	if w != nil {
+		l.PID = w.PID
+	}
+	switch {
+	case w != nil && gone:
+		l.State, l.Since = LiveDead, w.StartedAt
+	case t.Status == task.Waiting && t.QuestionAt != nil:
+		l.State, l.Since, l.Question = LiveWaiting, *t.QuestionAt, t.Question
+	default:
+		l.Since = LastSignOfLife(t, beat)
+		l.State = LiveWorking
+		if now.Sub(l.Since.Time) > quietAfter {
+			l.State = LiveQuiet
+		}
+	}
+	return l
+}
+
+// Underway reports whether task t is one whose liveness is told: it has
+// not ended, and has started or been given a worker.
+func Underway(t *state.Task) bool {
+	return !t.Status.Terminal() && (t.Status != task.Pending || t.Live() != nil)
 }
 
 // LastSignOfLife is the latest of: the last event t's worker wrote
 // (state.Task.LastSeenAt), its start, its worker process's start, and
-// its last heartbeat (Heartbeat).
-func (r *Run) LastSignOfLife(t *state.Task) events.Time {
+// beat, its last heartbeat (zero for none; supervise.Heartbeat).
+func LastSignOfLife(t *state.Task, beat time.Time) events.Time {
 	last := t.CreatedAt
 	later := func(at *events.Time) {
 		if at != nil && at.After(last.Time) {
@@ -88,72 +87,8 @@ func (r *Run) LastSignOfLife(t *state.Task) events.Time {
 	if w := t.Live(); w != nil {
 		later(&w.StartedAt)
 	}
-	if dir, err := r.workersDir(false); err == nil {
-		if fi, err := os.Stat(filepath.Join(dir, t.ID+".alive")); err == nil {
-			later(&events.Time{Time: fi.ModTime().UTC().Truncate(time.Millisecond)})
-		}
+	if !beat.IsZero() {
+		later(&events.Time{Time: beat.UTC().Truncate(time.Millisecond)})
 	}
 	return last
-}
-
-// Heartbeat records a sign of life of task id's worker without writing
-// to the log: it sets the modification time of the task's heartbeat
-// file, workers/TASK.alive beside the worker logs (WorkerLog). It is
-// cheap (one utimes(2), or a create the first time). An unknown task is
-// crew.ErrNotFound.
-func (r *Run) Heartbeat(id string) error {
-	st, err := r.TaskState()
-	if err != nil {
-		return err
-	}
-	if _, err := st.Task(id); err != nil {
-		return err
-	}
-	return r.heartbeat(id)
-}
-
-// heartbeat is Heartbeat for a task known to exist.
-func (r *Run) heartbeat(id string) error {
-	dir, err := r.workersDir(false)
-	if err != nil {
-		return err
-	}
-	err = touch(filepath.Join(dir, id+".alive"), time.Now())
-	if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if dir, err = r.workersDir(true); err != nil {
-		return err
-	}
-	f, err := r.createFile(filepath.Join(dir, id+".alive"))
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// Alive is a heartbeat for the commands a worker runs (inbox, pending,
-// ack, the agent hook): best effort, an error is dropped, since the
-// command itself is what the worker wanted. Unless create, it only
-// touches a heartbeat file that exists (made by crew spawn, crew
-// heartbeat or the hook), so that a command that is refused, or that
-// reads only, creates no file (docs/guarantees.md).
-func (r *Run) Alive(id string, create bool) {
-	if create {
-		r.heartbeat(id)
-		return
-	}
-	if dir, err := r.workersDir(false); err == nil {
-		touch(filepath.Join(dir, id+".alive"), time.Now())
-	}
-}
-
-// TasksAlive reads the tasks after recording the deaths of lost workers
-// (Reap), with what each task that has not ended is doing (Liveness).
-func (r *Run) TasksAlive(ctx context.Context, quietAfter time.Duration) (*state.State, map[string]*Liveness, error) {
-	st, err := r.reapState(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, r.Liveness(st, quietAfter, time.Now()), nil
 }

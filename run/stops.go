@@ -32,7 +32,7 @@ func (r *Run) StopBlocks(id, session string) (int, error) {
 	if err := crew.ValidateID("task", id); err != nil {
 		return 0, err
 	}
-	dir, err := r.workersDir(false)
+	dir, err := r.WorkersDir(false)
 	if err != nil {
 		return 0, err
 	}
@@ -71,7 +71,7 @@ func (r *Run) SetStopBlocks(id, session string, n int) error {
 		return err
 	}
 	if n <= 0 {
-		dir, err := r.workersDir(false)
+		dir, err := r.WorkersDir(false)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (r *Run) SetStopBlocks(id, session string, n int) error {
 		}
 		return nil
 	}
-	dir, err := r.workersDir(true)
+	dir, err := r.WorkersDir(true)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (r *Run) SetStopBlocks(id, session string, n int) error {
 	defer os.Remove(tmp.Name()) // once renamed, there is nothing to remove
 	_, err = fsys.Write(tmp, append(data, '\n'))
 	if err == nil {
-		err = tmp.Chmod(r.perm().File)
+		err = tmp.Chmod(r.root.Perm().File)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

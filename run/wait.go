@@ -119,95 +119,15 @@ func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, resp
 	return q, m, err
 }
 
-// WaitRun blocks until every task is terminal: WaitRunWith with
-// o.Progress = progress and the other options left at their defaults.
-func (r *Run) WaitRun(ctx context.Context, progress func(*state.State)) error {
-	var o WaitOptions
-	if progress != nil {
-		o.Progress = func(st *state.State, _ map[string]*Liveness) { progress(st) }
-	}
-	return r.WaitRunWith(ctx, o)
-}
-
-// WaitOptions are the settings of WaitRunWith.
-type WaitOptions struct {
-	// Progress, if not nil, is called with the state (its tasks only, as
-	// TaskState reads it) and what each task that has not ended is doing
-	// (Liveness), each time they may have changed, and once before an
-	// error.
-	Progress func(*state.State, map[string]*Liveness)
-	// QuietAfter is Liveness's quiet-after span (DefaultQuietAfter when 0).
-	QuietAfter time.Duration
-	// NudgeAfter, when positive, nudges a running task whose worker has
-	// shown no sign of life for that long, once per quiet spell: not
-	// again until it shows one (the task's last nudge is later than its
-	// last sign of life).
-	NudgeAfter time.Duration
-}
-
-// poll is how often WaitRunWith looks at processes and clocks that do
-// not write to the log: a supervised worker whose crew spawn died, quiet
-// tasks to nudge.
-const poll = time.Second
-
-// WaitRunWith blocks until every task is terminal. It returns nil when
-// all completed, an error wrapping crew.ErrIncomplete when any failed or
-// was cancelled, crew.ErrTimeout at ctx's deadline. A run with no tasks
-// has nothing to wait for: nil at once. A damaged log is crew.ErrDamaged
-// at once, as for every reader: what the tasks will do cannot be told
-// from a log that cannot be read whole. A supervised worker found gone
-// (Reap) fails its task, which ends the wait like any failure.
-func (r *Run) WaitRunWith(ctx context.Context, o WaitOptions) error {
-	w := r.Watch()
-	defer w.Close()
-	for {
-		st, err := r.reapState(ctx)
-		if err != nil {
-			return err
-		}
-		live := r.Liveness(st, o.QuietAfter, time.Now())
-		if o.Progress != nil {
-			o.Progress(st, live)
-		}
-		if err := st.Err(); err != nil {
-			return err
-		}
-		if len(st.Tasks) == 0 {
-			return nil
-		}
-		if err := ended(st); err != nil || allEnded(st) {
-			return err
-		}
-		if _, err := r.NudgeQuiet(ctx, st, live, o.NudgeAfter); err != nil {
-			return err
-		}
-		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if o.NudgeAfter > 0 || len(live) > 0 {
-			wctx, cancel = context.WithTimeout(ctx, poll)
-		}
-		err = w.Wait(wctx)
-		cancel()
-		if err != nil && ctx.Err() != nil {
-			return ctxErr(ctx.Err(), "waiting for run "+r.ID())
-		}
-	}
-}
-
-// allEnded reports whether every task of st is terminal.
-func allEnded(st *state.State) bool {
+// Ended reports whether every task of st has ended (is terminal), and
+// when so and some did not complete, returns an error wrapping
+// crew.ErrIncomplete that names them with the first line of their
+// reason: the outcome of waiting for a run (supervise.WaitRun).
+func Ended(st *state.State) (bool, error) {
 	for _, t := range st.Tasks {
 		if !t.Status.Terminal() {
-			return false
+			return false, nil
 		}
-	}
-	return true
-}
-
-// ended returns, when every task of st is terminal and some did not
-// complete, an error wrapping crew.ErrIncomplete; else nil.
-func ended(st *state.State) error {
-	if !allEnded(st) {
-		return nil
 	}
 	var failed []string
 	for _, t := range st.TaskList() {
@@ -220,16 +140,17 @@ func ended(st *state.State) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %s did not complete: %s: %w", len(failed), human.Count(len(st.Tasks), "task"), strings.Join(failed, "; "), crew.ErrIncomplete)
+		return true, fmt.Errorf("%d of %s did not complete: %s: %w", len(failed), human.Count(len(st.Tasks), "task"), strings.Join(failed, "; "), crew.ErrIncomplete)
 	}
-	return nil
+	return true, nil
 }
 
 // NudgeQuiet nudges, as the leader, each running task of st whose
 // worker has shown no sign of life for after (when positive; live is
-// Liveness of st) and has not been nudged since its last one: once per
-// quiet spell, however often it is called (state.Task.NudgedAt, in the
-// log, remembers). It returns how many it nudged.
+// what each task is doing, supervise.Liveness of st) and has not been
+// nudged since its last one: once per quiet spell, however often it is
+// called (state.Task.NudgedAt, in the log, remembers). It returns how
+// many it nudged.
 func (r *Run) NudgeQuiet(ctx context.Context, st *state.State, live map[string]*Liveness, after time.Duration) (int, error) {
 	n := 0
 	if after <= 0 {

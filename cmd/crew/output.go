@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // emit prints one record: as a JSON line with --json, else as human text.
@@ -101,14 +102,14 @@ func livenessText(l *run.Liveness) string {
 // are doing.
 var quietAfterFlag = &cli.StringFlag{Name: "quiet-after", Usage: "a running task with no sign of life for `DURATION` is quiet", Value: "5m"}
 
-// tasksAlive reads the run's tasks with what each is doing (run.TasksAlive),
+// tasksAlive reads the run's tasks with what each is doing (supervise.TasksAlive),
 // by --quiet-after.
 func (e *env) tasksAlive(r *run.Run) (*state.State, map[string]*run.Liveness, error) {
 	d, err := e.quietAfter()
 	if err != nil {
 		return nil, nil, err
 	}
-	return r.TasksAlive(e.c.Context, d)
+	return supervise.TasksAlive(e.c.Context, r, d)
 }
 
 // quietAfter returns --quiet-after (run.DefaultQuietAfter when the command has none).

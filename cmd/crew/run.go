@@ -20,6 +20,7 @@ import (
 	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/supervise"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -252,7 +253,7 @@ func runWait(c *cli.Context) error {
 	}
 	p := newProgress(e, r)
 	o.Progress = p.show
-	err = r.WaitRunWith(ctx, o)
+	err = supervise.WaitRunWith(ctx, r, o)
 	if p.tty {
 		fmt.Fprintln(e.stderr)
 	}
@@ -290,8 +291,8 @@ func newProgress(e *env, r *run.Run) *progress {
 }
 
 // waitOptions reads --quiet-after and --nudge-after (run wait, watch).
-func (e *env) waitOptions() (run.WaitOptions, error) {
-	var o run.WaitOptions
+func (e *env) waitOptions() (supervise.WaitOptions, error) {
+	var o supervise.WaitOptions
 	var err error
 	if o.QuietAfter, err = e.quietAfter(); err != nil {
 		return o, err
@@ -307,7 +308,7 @@ func (e *env) waitOptions() (run.WaitOptions, error) {
 // nudgeAfterFlag is the --nudge-after of run wait and watch.
 var nudgeAfterFlag = &cli.StringFlag{Name: "nudge-after", Usage: "nudge a running task whose worker shows no sign of life for `DURATION`, once per quiet spell"}
 
-// show is run.WaitRunWith's callback: it prints the progress of st and
+// show is supervise.WaitRunWith's callback: it prints the progress of st and
 // live.
 func (p *progress) show(st *state.State, live map[string]*run.Liveness) {
 	if key := waitingKey(st); key != p.key {

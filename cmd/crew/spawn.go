@@ -14,16 +14,15 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
-	"github.com/crew-dev/crew/internal/proc"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // tmuxEnv is set, by crew spawn --tmux, in the environment of the crew
@@ -66,7 +65,7 @@ func spawn(c *cli.Context) error {
 	if s := c.String("tmux"); s != "" && os.Getenv(tmuxEnv) == "" {
 		return spawnTmux(e, r, id, s, command)
 	}
-	o := run.SpawnOptions{Task: id, Command: command, Retries: c.Int("retries"), Env: e.storeEnv(r.Root()),
+	o := supervise.SpawnOptions{Task: id, Command: command, Retries: c.Int("retries"), Env: e.storeEnv(r.Root()),
 		Started: func(w *state.Worker) {
 			e.warn(fmt.Errorf("task %s, attempt %d: worker pid %d started; its output goes to %s", id, w.Attempt, w.PID, w.Log))
 		}}
@@ -78,7 +77,7 @@ func spawn(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGHUP) // a closed tmux window, a lost terminal
 	defer stop()
-	x, err := r.Spawn(ctx, o)
+	x, err := supervise.Spawn(ctx, r, o)
 	if x != nil {
 		e.warn(fmt.Errorf("task %s, attempt %d: worker %s", id, x.Attempt, x.Describe()))
 	}
@@ -110,7 +109,7 @@ func spawnTmux(e *env, r *run.Run, id, session string, command []string) error {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		return fmt.Errorf("--tmux: tmux is not installed (%v): %w", err, crew.ErrInvalid)
 	}
-	t, err := r.CheckSpawn(e.c.Context, id)
+	t, err := supervise.CheckSpawn(e.c.Context, r, id)
 	if err != nil {
 		return err
 	}
@@ -133,44 +132,17 @@ func spawnTmux(e *env, r *run.Run, id, session string, command []string) error {
 	}
 	var panePID int
 	fmt.Sscan(string(out), &panePID)
-	w, err := awaitWorker(e.c.Context, r, id, before, proc.Of(panePID))
+	w, err := supervise.AwaitStart(e.c.Context, r, id, before, panePID)
 	if err != nil {
 		return err
 	}
 	return e.emit(w, fmt.Sprintf("task %s: worker pid %d started in tmux window %s; its output goes to %s", id, w.PID, window, w.Log))
 }
 
-// awaitWorker waits until task id has more than before workers recorded
-// and returns the newest, or fails when pane, the crew spawn in the tmux
-// window, ended first.
-func awaitWorker(ctx context.Context, r *run.Run, id string, before int, pane proc.ID) (*state.Worker, error) {
-	w := r.Watch()
-	defer w.Close()
-	for {
-		st, err := r.TaskState()
-		if err != nil {
-			return nil, err
-		}
-		if t := st.Tasks[id]; t != nil && len(t.Workers) > before {
-			return &t.Workers[len(t.Workers)-1], nil
-		}
-		if !pane.Alive() {
-			log, _ := r.WorkerLog(id)
-			return nil, fmt.Errorf("the crew spawn in the tmux window of task %s ended before starting the worker; %s says why: %w", id, log, crew.ErrConflict)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		w.Wait(wctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
-}
-
 // pipePane has tmux copy what the worker's window shows into its log
 // (tmux pipe-pane), so that crew task logs and the exit's tail have it.
 func pipePane(r *run.Run, id string) error {
-	log, err := r.WorkerLog(id)
+	log, err := supervise.WorkerLog(r, id)
 	if err != nil {
 		return err
 	}
@@ -216,7 +188,7 @@ func taskLogs(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	path, err := r.WorkerLog(t.ID)
+	path, err := supervise.WorkerLog(r, t.ID)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
+	"github.com/crew-dev/crew/supervise"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -719,7 +720,7 @@ func runHelper(ctx context.Context, mode string, root *run.Root, id, barrier, na
 		}
 		fmt.Println(m.Body)
 	case "wait":
-		if err := r.WaitRun(ctx, nil); err != nil {
+		if err := supervise.WaitRun(ctx, r, nil); err != nil {
 			fmt.Println(err)
 			return 1, true
 		}

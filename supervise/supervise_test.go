@@ -1,6 +1,6 @@
 //go:build linux
 
-package run
+package supervise
 
 import (
 	"context"
@@ -9,18 +9,40 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/proc"
+	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
+// newTestRun creates a state root in a temporary directory and a run "r1"
+// in it.
+func newTestRun(t *testing.T) *run.Run {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := run.Init(dir, crew.PrivatePerm)
+	must(t, err)
+	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
+	r, err := root.Create(run.CreateOptions{ID: "r1", Title: "test", Dir: dir})
+	must(t, err)
+	return r
+}
+
+// must fails the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // recordWorker records, for task t1 (started), a worker.started naming
 // the process w and a crew spawn that is gone: an exited process's pid.
-func recordWorker(t *testing.T, r *Run, w proc.ID) {
+func recordWorker(t *testing.T, r *run.Run, w proc.ID) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, Leader)
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, run.Leader)
 	must(t, err)
 	_, err = r.Transition(ctx, "t1", task.Start, "t1", "", nil)
 	must(t, err)
@@ -29,10 +51,7 @@ func recordWorker(t *testing.T, r *Run, w proc.ID) {
 	host, _ := os.Hostname()
 	rec := &state.Worker{Attempt: 1, PID: w.PID, Start: w.Start, Boot: w.Boot, Host: host, Command: []string{"sleep", "60"},
 		Supervisor: dead.Process.Pid, SupervisorStart: 1}
-	_, err = r.commit(ctx, func(*state.State) (*events.Event, error) {
-		return &events.Event{Type: events.WorkerStarted, Task: "t1", Actor: "t1", Data: state.WorkerData(rec)}, nil
-	})
-	must(t, err)
+	must(t, r.WorkerStarted(ctx, "t1", rec))
 }
 
 // liveProcess starts a process that runs until the test ends.
@@ -59,10 +78,10 @@ func TestReapNeverMistakesAReusedPid(t *testing.T) {
 	recordWorker(t, r, reused)
 	st, err := r.TaskState()
 	must(t, err)
-	if l := r.Liveness(st, 0, st.Tasks["t1"].CreatedAt.Time)["t1"]; l == nil || l.State != LiveDead {
+	if l := Liveness(r, st, 0, st.Tasks["t1"].CreatedAt.Time)["t1"]; l == nil || l.State != run.LiveDead {
 		t.Fatalf("liveness = %+v, want dead", l)
 	}
-	n, err := r.Reap(context.Background(), st)
+	n, err := Reap(context.Background(), r, st)
 	must(t, err)
 	st, err = r.TaskState()
 	must(t, err)
@@ -82,7 +101,7 @@ func TestReapLeavesALiveWorker(t *testing.T) {
 	recordWorker(t, r, liveProcess(t))
 	st, err := r.TaskState()
 	must(t, err)
-	n, err := r.Reap(context.Background(), st)
+	n, err := Reap(context.Background(), r, st)
 	must(t, err)
 	st, err = r.TaskState()
 	must(t, err)

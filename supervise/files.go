@@ -1,0 +1,41 @@
+package supervise
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/crew-dev/crew/internal/fsys"
+	"github.com/crew-dev/crew/run"
+)
+
+// WorkerLog returns the file a task's supervised worker writes its
+// output to, and makes its directory: TASK.log in the run's workers
+// directory (run.Run.WorkersDir: workers/ in the run's directory, or for
+// a run on a server in the user's cache directory, on the machine that
+// runs the worker).
+func WorkerLog(r *run.Run, id string) (string, error) {
+	dir, err := r.WorkersDir(true)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, id+".log"), nil
+}
+
+// createFile opens the file at path for appending, creating it with the
+// run's file mode (run.Root.Perm, set exactly, whatever the umask) when
+// missing, and never through a symbolic link (fsys.OpenNoFollow).
+func createFile(r *run.Run, path string) (*os.File, error) {
+	mode := r.Root().Perm().File
+	f, err := fsys.OpenNoFollow(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, mode)
+	if errors.Is(err, os.ErrExist) { // made meanwhile by another process
+		f, err = fsys.OpenNoFollow(path, os.O_WRONLY|os.O_APPEND, mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != mode.Perm() {
+		f.Chmod(mode)
+	}
+	return f, nil
+}

@@ -1,0 +1,65 @@
+package supervise
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/crew-dev/crew/internal/proc"
+	"github.com/crew-dev/crew/internal/tail"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+)
+
+// Reap finds the workers of st's tasks (st read from r) that are
+// recorded as running on this machine but whose process is gone (its
+// pid no longer alive, or now another process: its start time differs,
+// or the machine rebooted) while the crew spawn that watched it is gone
+// too, and records each exit as unknown (run.Run.WorkerExited), failing
+// its task if it had not ended. It returns how many it recorded. A
+// worker on another machine is left to crew commands run there.
+func Reap(ctx context.Context, r *run.Run, st *state.State) (int, error) {
+	n := 0
+	for _, t := range st.TaskList() {
+		w := t.Live()
+		if w == nil || !Gone(w) {
+			continue
+		}
+		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tail.File(w.Log, 0, run.CheckTail)}
+		why := fmt.Sprintf("worker process %d is gone; crew spawn (pid %d), which watched it, died before it, so its exit status is unknown", w.PID, w.Supervisor)
+		if err := r.WorkerExited(ctx, t.ID, x, false, why); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Gone reports whether worker w, recorded as running, is known to have
+// ended without its crew spawn recording it: both processes are on this
+// machine, and neither runs any more (proc.ID.Alive: the pid, its start
+// time and the boot). While crew spawn lives, it records the exit
+// itself.
+func Gone(w *state.Worker) bool {
+	if host, _ := os.Hostname(); w.Host != host {
+		return false
+	}
+	if (proc.ID{PID: w.Supervisor, Start: w.SupervisorStart, Boot: w.Boot}).Alive() {
+		return false
+	}
+	return !(proc.ID{PID: w.PID, Start: w.Start, Boot: w.Boot}).Alive()
+}
+
+// reapState is r's TaskState after Reap: the tasks with the deaths of
+// lost workers recorded. A failure to record one (a read-only state
+// root) is not an error here: Liveness still shows such a worker dead.
+func reapState(ctx context.Context, r *run.Run) (*state.State, error) {
+	st, err := r.TaskState()
+	if err != nil || st.Err() != nil {
+		return st, err
+	}
+	if n, err := Reap(ctx, r, st); n == 0 || err != nil {
+		return st, nil
+	}
+	return r.TaskState()
+}

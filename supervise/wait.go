@@ -1,0 +1,94 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+)
+
+// WaitRun blocks until every task of r is terminal: WaitRunWith with
+// o.Progress = progress and the other options left at their defaults.
+func WaitRun(ctx context.Context, r *run.Run, progress func(*state.State)) error {
+	var o WaitOptions
+	if progress != nil {
+		o.Progress = func(st *state.State, _ map[string]*run.Liveness) { progress(st) }
+	}
+	return WaitRunWith(ctx, r, o)
+}
+
+// WaitOptions are the settings of WaitRunWith.
+type WaitOptions struct {
+	// Progress, if not nil, is called with the state (its tasks only, as
+	// run.Run.TaskState reads it) and what each task that has not ended
+	// is doing (Liveness), each time they may have changed, and once
+	// before an error.
+	Progress func(*state.State, map[string]*run.Liveness)
+	// QuietAfter is Liveness's quiet-after span (run.DefaultQuietAfter when 0).
+	QuietAfter time.Duration
+	// NudgeAfter, when positive, nudges a running task whose worker has
+	// shown no sign of life for that long, once per quiet spell: not
+	// again until it shows one (run.Run.NudgeQuiet).
+	NudgeAfter time.Duration
+}
+
+// poll is how often WaitRunWith looks at processes and clocks that do
+// not write to the log: a supervised worker whose crew spawn died, quiet
+// tasks to nudge.
+const poll = time.Second
+
+// WaitRunWith blocks until every task of r is terminal. It returns nil
+// when all completed, an error wrapping crew.ErrIncomplete when any
+// failed or was cancelled (run.Ended), crew.ErrTimeout at ctx's
+// deadline. A run with no tasks has nothing to wait for: nil at once. A
+// damaged log is crew.ErrDamaged at once, as for every reader: what the
+// tasks will do cannot be told from a log that cannot be read whole. A
+// supervised worker found gone (Reap) fails its task, which ends the
+// wait like any failure.
+func WaitRunWith(ctx context.Context, r *run.Run, o WaitOptions) error {
+	w := r.Watch()
+	defer w.Close()
+	for {
+		st, err := reapState(ctx, r)
+		if err != nil {
+			return err
+		}
+		live := Liveness(r, st, o.QuietAfter, time.Now())
+		if o.Progress != nil {
+			o.Progress(st, live)
+		}
+		if err := st.Err(); err != nil {
+			return err
+		}
+		if len(st.Tasks) == 0 {
+			return nil
+		}
+		if ended, err := run.Ended(st); ended {
+			return err
+		}
+		if _, err := r.NudgeQuiet(ctx, st, live, o.NudgeAfter); err != nil {
+			return err
+		}
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if o.NudgeAfter > 0 || len(live) > 0 {
+			wctx, cancel = context.WithTimeout(ctx, poll)
+		}
+		err = w.Wait(wctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return ctxErr(ctx.Err(), "waiting for run "+r.ID())
+		}
+	}
+}
+
+// ctxErr maps a context error: a deadline is crew.ErrTimeout.
+func ctxErr(err error, doing string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("timed out %s: %w", doing, crew.ErrTimeout)
+	}
+	return err
+}
