@@ -236,7 +236,7 @@ func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reas
 	if !utf8.ValidString(reason) {
 		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
 	}
-	ev, err := r.log.Commit(ctx, store.Change{View: view, Validate: func(st *state.State) (*events.Event, error) {
+	ev, err := r.log.Commit(ctx, store.Change{State: view, Validate: func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(id)
 		if err != nil {
 			return nil, err

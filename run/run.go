@@ -42,7 +42,7 @@ func (r *Run) commit(ctx context.Context, fn func(*state.State) (*events.Event, 
 
 // commitOpen is commit for an fn that reads State.Open.
 func (r *Run) commitOpen(ctx context.Context, fn func(*state.State) (*events.Event, error)) (*events.Event, error) {
-	return r.log.Commit(ctx, store.Change{Validate: fn, Open: true})
+	return r.log.Commit(ctx, store.Change{Validate: fn, State: state.New()})
 }
 
 // State returns the run's current state: its tasks and its open

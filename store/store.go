@@ -49,6 +49,7 @@ type Log interface {
 	// validates again), so it must have no effects of its own. A
 	// cancelled ctx commits nothing. Errors: Validate's, ctx's,
 	// crew.ErrDamaged for a log whose end is damaged, or the store's.
+	// Every store commits through one engine (store/commit).
 	Commit(ctx context.Context, c Change) (*events.Event, error)
 	// State returns the state at the end of the log, reduced into
 	// empty: state.New() (every open message), state.NewTasks() (tasks
@@ -78,13 +79,26 @@ type Change struct {
 	// append, without seq, time or run (the log stamps them); nil means
 	// nothing to write.
 	Validate func(*state.State) (*events.Event, error)
-	// Open is set when Validate reads State.Open.
-	Open bool
-	// View, when set, is a state the caller read (state.For one
-	// participant). A store may validate against it, brought up to the
-	// log's end, instead of loading every open message (the file store
-	// does); either way View is brought up to the committed event too.
-	View *state.State
+	// State says what Validate reads, as Log.State's empty does: nil or
+	// state.NewTasks() for the tasks only, state.New() or
+	// state.For(participant) for open messages too. Or it is a state
+	// Log.State returned (its Seq is not 0), which Commit brings up to
+	// the log's end and Validate sees (so that the store need not load
+	// every open message again), then brings past the committed event.
+	// Validate may see more than State asks for.
+	State *state.State
+}
+
+// Open reports whether c's Validate reads open messages.
+func (c Change) Open() bool { return c.State != nil && c.State.Open != nil }
+
+// View returns the state Log.State returned that c's Validate sees, or
+// nil when c.State is empty (Validate then sees the store's own).
+func (c Change) View() *state.State {
+	if c.State != nil && c.State.Seq > 0 {
+		return c.State
+	}
+	return nil
 }
 
 // FirstEvent checks that first can begin a run's log: seq 1, type

@@ -9,10 +9,11 @@
 // tree is state/mail/<agent>/, one JSON file per message (package
 // mailbox).
 //
-// Write order (log.go, Log.Commit). Under the run lock a writer cuts a
-// torn last line (never acknowledged), loads the state (a snapshot and
-// the log after it), validates its operations, appends their events in
-// one write and fsyncs the log: from then on they are committed, and
+// Write order (log.go, Log.Commit, through the commit engine of
+// store/commit). Under the run lock a writer cuts a torn last line
+// (never acknowledged), loads the state (a snapshot and the log after
+// it), validates its operations, appends their events in one write and
+// fsyncs the log: from then on they are committed, and
 // only then are the projections written (project.go): mailbox lines,
 // mail-tree copies, read flags and the snapshots.
 //
