@@ -431,10 +431,10 @@ func testRunBadInput(t *testing.T, s Store) {
 	if err != nil || len(bad) > 0 || len(runs) != 1 || runs[0].ID != "r1" {
 		t.Errorf("runs after refused creations: %v %v %v; want r1 only", runs, bad, err)
 	}
-	// Repair is for a log that can be damaged and repaired (a file
-	// log, store.Repairer); on a store without one (NATS) it is refused
-	// (exit 2).
-	_, repairable := r.Log().(store.Repairer)
+	// Repair is for a store whose logs can be damaged and repaired (a
+	// file store, store.Repairer); on a store without them (NATS) it is
+	// refused (exit 2).
+	_, repairable := s.Root.Store.(store.Repairer)
 	if _, err := r.Repair(ctx); repairable && err != nil || !repairable && !errors.Is(err, crew.ErrInvalid) {
 		t.Errorf("repair on %s (repairable: %v): %v", s.Name, repairable, err)
 	}

@@ -34,8 +34,7 @@ package file
 import "github.com/crew-dev/crew/store"
 
 var (
-	_ store.Store     = (*Store)(nil)
-	_ store.Log       = (*Log)(nil)
-	_ store.Projector = (*Log)(nil)
-	_ store.Repairer  = (*Log)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Log      = (*Log)(nil)
+	_ store.Repairer = (*Store)(nil)
 )

@@ -26,8 +26,8 @@ import (
 )
 
 // Log is one run's log on the file system: the directory
-// .crew/state/runs/<run>/ (docs/files.md). It implements store.Log,
-// store.Projector and store.Repairer. Its methods are safe for concurrent
+// .crew/state/runs/<run>/ (docs/files.md). It implements store.Log;
+// Store.Repair repairs it. Its methods are safe for concurrent
 // use by goroutines; any number of processes may use the same run at
 // once (the run lock serialises writes).
 type Log struct {

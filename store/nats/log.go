@@ -239,6 +239,14 @@ func (t *tail) Project(ctx context.Context, _ *state.State, evs []*events.Event,
 	t.l.projectUpTo(context.WithoutCancel(ctx), evs[len(evs)-1].Seq)
 }
 
+// SetAsync implements store.Log: an operation returns once its mail
+// copies are delivered, whatever on says.
+func (l *Log) SetAsync(on bool) {}
+
+// Sync implements store.Log: there is nothing to wait for, every
+// operation having delivered its copies before it returned.
+func (l *Log) Sync() {}
+
 // projectUpTo delivers the mail-tree copies of the events up to seq that
 // neither the projection mark nor this process has delivered, and moves
 // the mark (compare-and-set, so marks only grow; see markEvery). Every
