@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/gofrs/flock"
@@ -30,28 +29,50 @@ import (
 // Store.Repair repairs it. Its methods are safe for concurrent
 // use by goroutines; any number of processes may use the same run at
 // once (the run lock serialises writes).
+//
+// Its work is split three ways, each part with its own lock and job (the
+// package doc says how they follow the lock epoch): the appender takes
+// the run lock and appends (group commit), the projector writes the
+// mailbox lines and mail copies, the snapshotter tasks.json and
+// open.jsonl.
 type Log struct {
 	store       *Store
 	dir         string
 	manifest    state.Manifest
 	badManifest error // why manifest.json was not read (OpenForRepair): Repair rewrites it
 
-	mu      sync.Mutex // guards queue, leading and cache
+	app  appender    // the run lock and group commit (log.go, lock.go)
+	proj projector   // mailbox lines and mail copies (project.go)
+	snap snapshotter // tasks.json and open.jsonl (snapshot.go)
+}
+
+// An appender is a Log's writer of events.jsonl: it takes the run lock
+// for this process and appends the events of a batch of operations in
+// one write and one fsync (Commit). Its lock is mu; turn is the writer's
+// turn, held through a commit batch or a repair, so that this process
+// writes the log from one goroutine at a time.
+type appender struct {
+	turn sync.Mutex
+	mu   sync.Mutex // guards the fields below
+
+	// The group commit: operations waiting, and whether a goroutine
+	// leads (commits them).
 	queue   []*op
 	leading bool
-	cache   *state.State // state as of the last commit by this process
-	cacheFI os.FileInfo  // identity of the log the cache was read from
-
-	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
-	hmu   sync.Mutex   // guards holds, fl and held
-	smu   sync.Mutex   // one writer of tasks.json at a time in this process
-	holds int          // users of the run lock in this process: a commit batch, projection jobs
-	fl    *flock.Flock // the run lock, while holds > 0
-	held  lockEpoch    // what this process knows of the run's files while it holds the lock
-	proj  projector
-	// open.jsonl as this process last read or wrote it (openSnapshotState)
-	openSeq, openCount atomic.Int64
-	openKnown          atomic.Bool
+	// The run lock: its users in this process (a commit batch,
+	// projection jobs), and the lock while holds > 0.
+	holds int
+	fl    *flock.Flock
+	// The state as of the last commit by this process, and the log it
+	// was read from.
+	cache   *state.State
+	cacheFI os.FileInfo
+	// The events.jsonl writer commits use, kept open, and the file as
+	// this process last wrote it; wStale: check it against wFI before it
+	// is used again (writer).
+	w      *events.Writer
+	wFI    os.FileInfo
+	wStale bool
 }
 
 // Manifest implements store.Log.
@@ -105,28 +126,28 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 			<-o.job.done
 		}
 	}()
-	l.mu.Lock()
-	l.queue = append(l.queue, o)
-	if l.leading {
-		l.mu.Unlock()
+	l.app.mu.Lock()
+	l.app.queue = append(l.app.queue, o)
+	if l.app.leading {
+		l.app.mu.Unlock()
 		<-o.done
 		return o.Event, o.Err
 	}
-	l.leading = true
-	for len(l.queue) > 0 {
-		batch := l.queue
-		l.queue = nil
-		l.mu.Unlock()
+	l.app.leading = true
+	for len(l.app.queue) > 0 {
+		batch := l.app.queue
+		l.app.queue = nil
+		l.app.mu.Unlock()
 		j, err := l.commitBatch(batch)
 		if j != nil {
-			l.mu.Lock()
-			alone := len(l.queue) == 0
-			l.mu.Unlock()
+			l.app.mu.Lock()
+			alone := len(l.app.queue) == 0
+			l.app.mu.Unlock()
 			if !(alone && l.projectInline(j)) {
 				l.enqueue(j)
 			}
 		}
-		l.mu.Lock()
+		l.app.mu.Lock()
 		for _, b := range batch {
 			if err != nil && b.Err == nil {
 				b.Err, b.Event = err, nil
@@ -137,8 +158,8 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 			}
 		}
 	}
-	l.leading = false
-	l.mu.Unlock()
+	l.app.leading = false
+	l.app.mu.Unlock()
 	return o.Event, o.Err
 }
 
@@ -147,8 +168,8 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 // events a crashed writer left unprojected), holding the run lock for
 // it; nil when there is nothing to project.
 func (l *Log) commitBatch(batch []*op) (*job, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.app.turn.Lock()
+	defer l.app.turn.Unlock()
 	if l.proj.isBroken() {
 		// A projection failed: wait for the projector, then start again
 		// from tasks.json, which is behind every event not projected.
@@ -298,26 +319,25 @@ func (l *Log) catchUp(side *state.State, size int64) error {
 }
 
 func (l *Log) dropCache() {
-	l.mu.Lock()
-	l.cache, l.cacheFI = nil, nil
-	l.mu.Unlock()
+	l.app.mu.Lock()
+	l.app.cache, l.app.cacheFI = nil, nil
+	l.app.mu.Unlock()
 }
 
 // keepCache keeps st, the state as of the end of the log this process
 // just wrote, for its next commit, and notes the log as it is now for
-// the kept writer (lockEpoch).
+// the kept writer (writer).
 func (l *Log) keepCache(st *state.State) {
 	fi, err := os.Lstat(l.EventsPath())
-	l.mu.Lock()
+	a := &l.app
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err != nil {
-		l.cache, l.cacheFI = nil, nil
+		a.cache, a.cacheFI = nil, nil
 	} else {
-		l.cache, l.cacheFI = st, fi
+		a.cache, a.cacheFI = st, fi
 	}
-	l.mu.Unlock()
-	l.hmu.Lock()
-	l.held.logFI = fi // nil on error: the writer is opened again
-	l.hmu.Unlock()
+	a.wFI = fi // nil on error: the writer is opened again
 }
 
 // A load is what a writer finds under the run lock: the state at the
@@ -340,9 +360,9 @@ type load struct {
 // open.jsonl) and the log after it. kept says w is the writer this
 // process kept, the log unchanged since it last wrote it (Log.writer).
 func (l *Log) loadForWrite(w *events.Writer, kept, needOpen bool) (*load, error) {
-	l.mu.Lock()
-	st, fi := l.cache, l.cacheFI
-	l.mu.Unlock()
+	l.app.mu.Lock()
+	st, fi := l.app.cache, l.app.cacheFI
+	l.app.mu.Unlock()
 	if st != nil {
 		// Our own state is current unless another process appended since,
 		// or the log was replaced (repair): then replay only what is new.

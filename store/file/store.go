@@ -40,7 +40,7 @@ type Store struct {
 	// the run lock. It keeps no lock between operations: another
 	// process takes the lock as soon as this one's projections are
 	// written (the log and mail directories a Log keeps open are checked
-	// before they are used again: lockEpoch). manifest.json is read once, by the first Open; when it
+	// before they are used again: the package doc's lock epoch). manifest.json is read once, by the first Open; when it
 	// has changed since (crew repair rewrote it, or the run was made
 	// anew), the run is opened anew. For a
 	// process that serves many operations (crew mcp, crew serve). Set it
