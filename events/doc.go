@@ -1,6 +1,11 @@
 // Package events defines crew's events and its append-only event log, the
 // source of truth of a run (docs/files.md, events.jsonl).
 //
+// It also holds, once, the rules of messages that every layer above shares
+// (docs/concepts.md): the table of message kinds (KindOf, KindByVerb: who
+// sends each kind, its direction, its mailbox file, the task transition it
+// makes) and the priorities (Priorities, DefaultPriority).
+//
 // # On-disk format
 //
 // events.jsonl holds one JSON event per line, each ending in '\n', with seq

@@ -66,26 +66,6 @@ func (e *Event) Stamp(run string, seq int64) {
 	}
 }
 
-// Message kinds (docs/concepts.md, Message kinds).
-const (
-	KindQuestion = "question"
-	KindResponse = "response"
-	KindSteer    = "steer"
-	KindFollowUp = "follow-up"
-	KindNudge    = "nudge"
-	KindReport   = "report"
-	KindMessage  = "message" // a broadcast
-)
-
-// Kinds lists every message kind.
-var Kinds = []string{KindQuestion, KindResponse, KindSteer, KindFollowUp, KindNudge, KindReport, KindMessage}
-
-// Directions: inbox is leader -> worker, outbox is worker -> leader.
-const (
-	Inbox  = "inbox"
-	Outbox = "outbox"
-)
-
 // Message statuses. Stored messages always say pending; the current status
 // is computed from message.delivered/acknowledged/rejected events.
 const (
@@ -95,8 +75,23 @@ const (
 	StatusRejected     = "rejected"
 )
 
-// Priorities, lowest first.
-var Priorities = []string{"low", "normal", "high", "urgent"}
+// Message priorities (docs/concepts.md, Priorities). Priority does not
+// change delivery; it orders a worker's pending list.
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+	PriorityHigh   = "high"
+	PriorityUrgent = "urgent"
+)
+
+// Priorities lists every priority, lowest first: the one list that
+// messages of a run (run.Send), mail of the tree (mailbox) and every
+// front end accept. Do not modify it.
+var Priorities = []string{PriorityLow, PriorityNormal, PriorityHigh, PriorityUrgent}
+
+// DefaultPriority is the priority of a message or mail sent without one
+// (an empty priority): normal.
+const DefaultPriority = PriorityNormal
 
 // PriorityRank orders priorities: low 0 … urgent 3; -1 if unknown.
 func PriorityRank(p string) int {
@@ -107,9 +102,6 @@ func PriorityRank(p string) int {
 	}
 	return -1
 }
-
-// Broadcast is the `to` of a message sent to every non-terminal task.
-const Broadcast = "*"
 
 // Message is an immutable record sent from one participant to another: a
 // line of inbox.jsonl, outbox.jsonl or steering.jsonl, and embedded in the
@@ -136,11 +128,12 @@ type Message struct {
 	Data           json.RawMessage `json:"data,omitempty"`
 }
 
-// File names the mailbox file a message is projected into:
-// "steering" for steers, else its direction ("inbox" or "outbox").
+// File names the mailbox file a message is projected into (Inbox,
+// Outbox or Steering): its kind's (KindInfo.File), or its direction for
+// a kind this version does not know.
 func (m *Message) File() string {
-	if m.Kind == KindSteer {
-		return "steering"
+	if k, ok := KindOf(m.Kind); ok {
+		return k.File
 	}
 	return m.Direction
 }

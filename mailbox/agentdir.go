@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/uuid"
-
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/fsys"
 )
@@ -101,17 +99,10 @@ func (d *AgentDir) DeliverNew(m Mail) (name string, err error) {
 }
 
 func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
-	if m.Priority == "" {
-		m.Priority = "normal"
-	}
-	if err := treeCheck(m); err != nil {
-		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
-	}
-	data, err := m.Marshal()
+	name, data, err := File(m)
 	if err != nil {
 		return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
 	}
-	name = Name(m)
 	for range 3 {
 		// Delivered before and archived since: delivering it again would
 		// show an archived message as new.
@@ -122,7 +113,7 @@ func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
 			case err != nil:
 				return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
 			case c.state == copySame:
-				return name, treeSyncExisting(d.r, archived, sync)
+				return name, syncExisting(d.r, archived, sync)
 			case c.state == copyDamaged:
 				err := d.replace(archived, data, c.info, sync)
 				if errors.Is(err, errChanged) {
@@ -146,7 +137,7 @@ func (d *AgentDir) deliver(m Mail, sync, fresh bool) (name string, err error) {
 		case err != nil:
 			return "", fmt.Errorf("deliver to %s: %w", d.agent, err)
 		case c.state == copySame:
-			return name, treeSyncExisting(d.r, name, sync)
+			return name, syncExisting(d.r, name, sync)
 		case c.state == copyGone: // archived or removed meanwhile: look again
 			continue
 		case c.state == copyDamaged:
@@ -199,7 +190,7 @@ func (d *AgentDir) lookCopy(rel, id string) (foundCopy, error) {
 	case !fi.Mode().IsRegular():
 		return foundCopy{state: copyOther}, nil
 	}
-	data, info, err := treeReadFile(d.r, rel)
+	data, info, err := readRegular(d.r, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return foundCopy{state: copyGone}, nil
 	}
@@ -209,7 +200,7 @@ func (d *AgentDir) lookCopy(rel, id string) (foundCopy, error) {
 	if !json.Valid(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))) {
 		return foundCopy{state: copyDamaged, info: info}, nil
 	}
-	if m, err := Parse(data); err == nil && m.ID == id {
+	if HoldsMessage(data, id) {
 		return foundCopy{state: copySame}, nil
 	}
 	return foundCopy{state: copyOther}, nil
@@ -234,7 +225,7 @@ func (d *AgentDir) SetRead(id string, read bool, sync bool) error {
 		if f.Mail.Read == read {
 			return nil
 		}
-		data, err := treeSetReadBytes(f.data, read)
+		data, err := WithRead(f.data, read)
 		if err != nil {
 			return fmt.Errorf("mark %s: %w", f.Path, err)
 		}
@@ -253,12 +244,6 @@ func (d *AgentDir) SetRead(id string, read bool, sync bool) error {
 // errChanged is replace's report that the file it was to replace is no
 // longer the one read.
 var errChanged = errors.New("changed while it was rewritten")
-
-// tempName returns a new name for a temporary file in the directory of
-// rel: hidden, so readers skip it.
-func tempName(rel string) string {
-	return filepath.Join(filepath.Dir(rel), treeTempPrefix+uuid.NewString())
-}
 
 // writeTemp creates the new file rel in d (never an existing one, never
 // through a link), writes data, sets mode t.Perm.File exactly (whatever
@@ -306,13 +291,13 @@ func (d *AgentDir) create(name string, data []byte, sync bool) error {
 	if err := d.writeTemp(tmp, data, sync); err != nil {
 		return err
 	}
-	err := treeLink(d.r, tmp, name)
+	err := linkNew(d.r, tmp, name)
 	d.r.Remove(tmp) // after a link, the final name keeps the file; after a rename fallback, tmp is gone already
 	if err != nil {
 		return err
 	}
 	if sync {
-		if err := treeSyncDir(d.r, "."); err != nil {
+		if err := syncDir(d.r, "."); err != nil {
 			d.r.Remove(name) // not durable, so not delivered: a failure leaves nothing (docs/guarantees.md, guarantee 5)
 			return err
 		}
@@ -343,7 +328,7 @@ func (d *AgentDir) replace(rel string, data []byte, was fs.FileInfo, sync bool) 
 		return err
 	}
 	if sync {
-		return treeSyncDir(d.r, filepath.Dir(rel))
+		return syncDir(d.r, filepath.Dir(rel))
 	}
 	return nil
 }

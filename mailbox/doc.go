@@ -21,9 +21,10 @@
 // <stamp> is the UTC send time with colons replaced by dashes and
 // milliseconds kept (2026-03-05T10-30-00.123Z), so names sort by time. A
 // file holds one compact JSON object with sorted keys (Mail, Marshal):
-// from, to, type, subject, body, timestamp, read and priority, and for the
-// copy of a run message also id, run, task and kind; keys crew does not
-// know are kept.
+// from, to, type, subject, body, timestamp, read and priority (one of
+// events.Priorities, events.DefaultPriority when none is given), and for
+// the copy of a run message also id, run, task and kind; keys crew does
+// not know are kept.
 //
 // Delivery (Tree.Deliver) is Maildir's (https://cr.yp.to/proto/maildir.html)
 // in one directory: write a hidden, uniquely named temp file, fsync(2) it,
@@ -40,4 +41,21 @@
 // follows a symbolic link: agent and archive directories that are links
 // are refused, and every file operation is confined to the agent's
 // directory (docs/files.md, Permissions).
+//
+// A Store other than Tree (store/nats keeps the tree in a key-value
+// bucket) keeps these rules by calling the functions that state them,
+// not a copy: File (the name and content of a delivery, with its checks
+// and defaults), HoldsMessage (a delivery already made), WithRead (the
+// read flag), IsFileName and NameHasID (finding a message), ParseEntry
+// and SortEntries (reading a mailbox), Mail.Archivable (what Archive
+// moves), and the errors NoMailbox and NoMessage.
+//
+// # Files of the package
+//
+// mail.go is the mail file format; name.go the names of its files and the
+// entries readers return; tree.go the tree (its agents' directories,
+// delivery, read flags), agentdir.go one agent's directory held open,
+// list.go reading, archive.go the archive, fs.go the file-system steps;
+// jsonl.go the JSONL mailbox files; project.go the projection of a run's
+// events onto the tree.
 package mailbox

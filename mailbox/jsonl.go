@@ -12,15 +12,17 @@ import (
 )
 
 // The JSONL mailbox files of a run, in <run>/mailbox/ (docs/files.md, Mailbox files). Each is a
-// projection of events.jsonl: the messages of its kind, one per line, in seq
-// order (seqs ascend but are not dense: the log also holds other events).
+// projection of events.jsonl: the messages of the kinds whose
+// events.KindInfo.File names it, one per line, in seq order (seqs ascend
+// but are not dense: the log also holds other events).
 const (
-	InboxFile    = "inbox.jsonl"    // leader -> workers: response, follow-up, nudge, broadcast
-	OutboxFile   = "outbox.jsonl"   // workers -> leader: question, report
-	SteeringFile = "steering.jsonl" // leader -> workers: steer
+	InboxFile    = events.Inbox + ".jsonl"    // leader -> workers: response, follow-up, nudge, broadcast
+	OutboxFile   = events.Outbox + ".jsonl"   // workers -> leader: question, report
+	SteeringFile = events.Steering + ".jsonl" // leader -> workers: steer
 )
 
-// FileFor returns the mailbox file name a message is projected into.
+// FileFor returns the mailbox file name a message is projected into: its
+// kind's file (events.Message.File) and ".jsonl".
 func FileFor(m *events.Message) string { return m.File() + ".jsonl" }
 
 // Files lists the mailbox file names.

@@ -1,6 +1,11 @@
 package mailbox
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/crew-dev/crew"
+)
 
 // Store is a per-agent mail tree (docs/mail-tree.md) wherever it is kept: Tree, the
 // files under .crew/state/mail, or a tree kept on a server for agents that
@@ -66,17 +71,18 @@ var _ AgentBox = (*AgentDir)(nil)
 
 var _ Store = Tree{}
 
-// Check returns the error Deliver would return for m before writing
-// anything (an empty Priority counts as "normal"): crew.ErrInvalid for a
-// bad id, sender, type, priority or timestamp, or content Marshal refuses.
-// Stores other than Tree use it to keep Tree's rules.
-func Check(m Mail) error {
-	if m.Priority == "" {
-		m.Priority = "normal"
+// NoMailbox returns the error of every Store for an agent without a
+// mailbox: it wraps crew.ErrNotFound and, forDelivery, says how to make
+// one (crew mail send --create-recipient).
+func NoMailbox(agent string, forDelivery bool) error {
+	if forDelivery {
+		return fmt.Errorf("no mailbox for agent %s; create it with --create-recipient: %w", agent, crew.ErrNotFound)
 	}
-	if err := treeCheck(m); err != nil {
-		return err
-	}
-	_, err := m.Marshal()
-	return err
+	return fmt.Errorf("no mailbox for agent %s: %w", agent, crew.ErrNotFound)
+}
+
+// NoMessage returns the error of every Store for a message id (or name)
+// that agent's mailbox does not hold: it wraps crew.ErrNotFound.
+func NoMessage(agent, id string) error {
+	return fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -159,127 +158,6 @@ func TestFixtureCopyIsCurrent(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestName(t *testing.T) {
-	m := Mail{From: "leader", ID: "0193a1c2-0000-7000-8000-000000000001", Timestamp: testTime}
-	if got, want := Name(m), "2026-03-05T10-30-00.123Z-leader-0193a1c2-0000-7000-8000-000000000001.json"; got != want {
-		t.Errorf("Name = %q, want %q", got, want)
-	}
-	// Whole seconds keep their milliseconds; other zones become UTC.
-	m.Timestamp = time.Date(2026, 3, 5, 11, 30, 0, 0, time.FixedZone("CET", 3600))
-	if got, want := Name(m), "2026-03-05T10-30-00.000Z-leader-0193a1c2-0000-7000-8000-000000000001.json"; got != want {
-		t.Errorf("Name = %q, want %q", got, want)
-	}
-
-	// Names sort in time order, within a second and across fields.
-	base := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
-	var times []time.Time
-	for _, d := range []time.Duration{0, time.Millisecond, 9 * time.Millisecond, 10 * time.Millisecond, 999 * time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour, 40 * 24 * time.Hour, 400 * 24 * time.Hour} {
-		times = append(times, base.Add(d))
-	}
-	var names []string
-	for i := len(times) - 1; i >= 0; i-- {
-		// The same sender and id, so only the stamp orders them.
-		names = append(names, Name(Mail{From: "a", ID: "x", Timestamp: times[i]}))
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		if want := Name(Mail{From: "a", ID: "x", Timestamp: times[i]}); n != want {
-			t.Errorf("sorted names[%d] = %s, want %s", i, n, want)
-		}
-	}
-}
-
-func TestMarshal(t *testing.T) {
-	m := testMail(t, testTime)
-	m.Extra = map[string]json.RawMessage{"thread": json.RawMessage(`{"b":1,"a":[true,null]}`), "aaa": json.RawMessage(`"first"`)}
-	data, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasSuffix(data, []byte("}\n")) || bytes.Count(data, []byte("\n")) != 1 {
-		t.Errorf("Marshal = %q, want one compact line ending in a newline", data)
-	}
-	keys := topKeys(t, data)
-	if !slices.IsSorted(keys) {
-		t.Errorf("keys in file order %v, want sorted", keys)
-	}
-	want := []string{"aaa", "body", "from", "id", "kind", "priority", "read", "run", "subject", "task", "thread", "timestamp", "to", "type"}
-	if !slices.Equal(keys, want) {
-		t.Errorf("keys = %v, want %v", keys, want)
-	}
-	for _, s := range []string{`"timestamp":"2026-03-05T10:30:00.123Z"`, `"body":"Use Postgres.\n<b>&</b>"`, `"read":false`} {
-		if !bytes.Contains(data, []byte(s)) {
-			t.Errorf("Marshal = %s, want it to contain %s", data, s)
-		}
-	}
-	got, err := Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameMail(got, m) {
-		t.Errorf("Parse(Marshal(m)) = %+v, want %+v", got, m)
-	}
-
-	// Without extra keys (every copy crew writes) the same bytes, less
-	// the extra keys' own.
-	m.Extra = nil
-	plain, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantPlain := bytes.Replace(bytes.Replace(data, []byte(`"aaa":"first",`), nil, 1), []byte(`"thread":{"b":1,"a":[true,null]},`), nil, 1)
-	if !bytes.Equal(plain, wantPlain) {
-		t.Errorf("Marshal without extra keys = %s, want %s", plain, wantPlain)
-	}
-
-	// A mail of another tool has no run keys, and gets none.
-	m = Mail{From: "mayor", To: "bob", Type: "coordination", Timestamp: testTime, Priority: "low"}
-	data, err = m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if keys, want := topKeys(t, data), []string{"body", "from", "priority", "read", "subject", "timestamp", "to", "type"}; !slices.Equal(keys, want) {
-		t.Errorf("keys = %v, want %v", keys, want)
-	}
-
-	for name, bad := range map[string]Mail{
-		"invalid UTF-8": {Body: "a\xffb", Timestamp: testTime},
-		"extra key":     {Timestamp: testTime, Extra: map[string]json.RawMessage{"read": json.RawMessage("true")}},
-		"extra value":   {Timestamp: testTime, Extra: map[string]json.RawMessage{"x": json.RawMessage("{")}},
-		"year 10000":    {Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
-	} {
-		if _, err := bad.Marshal(); !errors.Is(err, crew.ErrInvalid) {
-			t.Errorf("%s: Marshal error = %v, want ErrInvalid", name, err)
-		}
-	}
-}
-
-func TestParse(t *testing.T) {
-	pretty := []byte("{\n  \"body\": \"hi\",\n  \"from\": \"mayor-a1b2c\",\n  \"priority\": \"normal\",\n  \"read\": false,\n  \"timestamp\": \"2026-03-05T11:30:00.5+01:00\",\n  \"to\": \"x\",\n  \"type\": \"work_assignment\",\n  \"labels\": [ \"a\",\n \"b\" ]\n}\n")
-	m, err := Parse(pretty)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := time.Date(2026, 3, 5, 10, 30, 0, 500_000_000, time.UTC); !m.Timestamp.Equal(want) || m.Timestamp.Location() != time.UTC {
-		t.Errorf("Timestamp = %v, want %v", m.Timestamp, want)
-	}
-	if m.ID != "" || m.From != "mayor-a1b2c" || m.Type != "work_assignment" {
-		t.Errorf("Parse = %+v", m)
-	}
-	if got := string(m.Extra["labels"]); got != `["a","b"]` {
-		t.Errorf(`Extra["labels"] = %s, want ["a","b"] (compacted)`, got)
-	}
-	// Sub-millisecond digits are cut, so that a rewrite gives the same Mail.
-	if m, err := Parse([]byte(`{"timestamp":"2026-03-05T10:30:00.123456789Z"}`)); err != nil || m.Timestamp.Nanosecond() != 123_000_000 {
-		t.Errorf("Parse nanoseconds = %v, %v", m.Timestamp, err)
-	}
-	for _, bad := range []string{``, `null`, `[]`, `"x"`, `{"body":"half a mess`, `{"read":"yes"}`, `{"from":1}`, `{"timestamp":"yesterday"}`, `{"timestamp":"9999-12-31T23:59:59-01:00"}`, `{} {}`} {
-		if _, err := Parse([]byte(bad)); err == nil {
-			t.Errorf("Parse(%q) succeeded, want an error", bad)
-		}
 	}
 }
 
@@ -686,7 +564,7 @@ func TestSetRead(t *testing.T) {
 		t.Errorf("mode after SetRead = %v", fi.Mode().Perm())
 	}
 	for _, f := range files(t, dir) {
-		if strings.HasPrefix(f, treeTempPrefix) {
+		if strings.HasPrefix(f, tempPrefix) {
 			t.Errorf("temp file left: %s", f)
 		}
 	}
@@ -714,132 +592,5 @@ func TestSetRead(t *testing.T) {
 
 	if err := tr.SetRead(fixtureAgent, "nope", true, true); !errors.Is(err, crew.ErrNotFound) {
 		t.Errorf("SetRead(nope): error = %v, want ErrNotFound", err)
-	}
-}
-
-func TestArchive(t *testing.T) {
-	tr := newTree(t, "bob")
-	now := testTime.Add(48 * time.Hour)
-	deliver := func(age time.Duration, read bool) string {
-		m := testMail(t, now.Add(-age))
-		m.Read = read
-		name, err := tr.Deliver("bob", m, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return name
-	}
-	oldRead := deliver(30*time.Hour, true)
-	oldUnread := deliver(26*time.Hour, false)
-	newRead := deliver(time.Hour, true)
-	newUnread := deliver(time.Minute, false)
-	arch := filepath.Join(tr.Dir("bob"), ArchiveDir)
-
-	moved, err := tr.Archive("bob", 24*time.Hour, false, now)
-	if err != nil || !slices.Equal(moved, []string{oldRead}) {
-		t.Errorf("Archive = %v, %v; want [%s]", moved, err, oldRead)
-	}
-	if got := files(t, arch); !slices.Equal(got, []string{oldRead}) {
-		t.Errorf("archive/ = %v", got)
-	}
-	moved, err = tr.Archive("bob", 24*time.Hour, true, now)
-	if err != nil || !slices.Equal(moved, []string{oldUnread}) {
-		t.Errorf("Archive unread = %v, %v; want [%s]", moved, err, oldUnread)
-	}
-	if got := files(t, tr.Dir("bob")); !slices.Equal(got, []string{newRead, newUnread}) {
-		t.Errorf("left = %v", got)
-	}
-	e, err := tr.Find("bob", strings.TrimSuffix(oldUnread, ".json"))
-	if err != nil || !e.Archived || e.Mail.Read {
-		t.Errorf("archived unread = %+v, %v", e, err)
-	}
-
-	// An archive file of the same name is never overwritten.
-	occupied := []byte(`{"from":"someone","read":true}` + "\n")
-	if err := os.WriteFile(filepath.Join(arch, newRead), occupied, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	moved, err = tr.Archive("bob", 0, false, now)
-	if !errors.Is(err, crew.ErrConflict) || len(moved) != 0 {
-		t.Errorf("Archive onto an existing file = %v, %v; want ErrConflict", moved, err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(arch, newRead)); !bytes.Equal(got, occupied) {
-		t.Error("Archive overwrote an archived file")
-	}
-	if _, err := os.Stat(filepath.Join(tr.Dir("bob"), newRead)); err != nil {
-		t.Errorf("the message not archived is gone: %v", err)
-	}
-
-	// A move cut short by a crash (linked, not yet unlinked) is completed.
-	os.Remove(filepath.Join(arch, newRead))
-	if err := os.Link(filepath.Join(tr.Dir("bob"), newRead), filepath.Join(arch, newRead)); err != nil {
-		t.Fatal(err)
-	}
-	moved, err = tr.Archive("bob", 0, false, now)
-	if err != nil || !slices.Equal(moved, []string{newRead}) {
-		t.Errorf("Archive after a crash = %v, %v", moved, err)
-	}
-	if got := files(t, tr.Dir("bob")); !slices.Equal(got, []string{newUnread}) {
-		t.Errorf("left = %v", got)
-	}
-}
-
-func TestArchiveFixture(t *testing.T) {
-	tr := fixtureTree(t)
-	// The torn file stays; the read one goes; the unread one stays.
-	moved, err := tr.Archive(fixtureAgent, time.Hour, false, time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC))
-	if err != nil || !slices.Equal(moved, []string{fixtureWitness}) {
-		t.Errorf("Archive = %v, %v", moved, err)
-	}
-	if got, want := files(t, tr.Dir(fixtureAgent)), []string{".msg.tmp", fixtureMayor, fixtureTorn}; !slices.Equal(got, want) {
-		t.Errorf("left = %v, want %v", got, want)
-	}
-}
-
-func TestMailJSON(t *testing.T) {
-	m := testMail(t, testTime)
-	data, err := json.Marshal(struct{ Mail Mail }{m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(data, []byte(`"timestamp":"2026-03-05T10:30:00.123Z"`)) {
-		t.Errorf("json.Marshal = %s", data)
-	}
-	var back struct{ Mail Mail }
-	if err := json.Unmarshal(data, &back); err != nil || !sameMail(back.Mail, m) {
-		t.Errorf("json.Unmarshal = %+v, %v", back.Mail, err)
-	}
-}
-
-// TestArchiveRemovesStaleTemps: temp files of deliveries killed long ago
-// (older than Maildir's 36 hours) are removed by Archive; younger ones,
-// which may belong to a delivery in progress, and messages stay.
-func TestArchiveRemovesStaleTemps(t *testing.T) {
-	tr := newTree(t, "bob")
-	now := time.Now()
-	name, err := tr.Deliver("bob", testMail(t, now), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		age  time.Duration
-	}{{treeTempPrefix + "old", 40 * time.Hour}, {treeTempPrefix + "young", time.Hour}, {filepath.Join(ArchiveDir, treeTempPrefix+"old"), 37 * time.Hour}} {
-		p := filepath.Join(tr.Dir("bob"), c.name)
-		if err := os.WriteFile(p, []byte(`{"body":"half`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, now.Add(-c.age), now.Add(-c.age)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := tr.Archive("bob", 24*time.Hour, false, now); err != nil {
-		t.Fatal(err)
-	}
-	if got := files(t, tr.Dir("bob")); !slices.Equal(got, []string{treeTempPrefix + "young", name}) {
-		t.Errorf("after Archive the mailbox holds %v, want the young temp file and the message", got)
-	}
-	if got := files(t, filepath.Join(tr.Dir("bob"), ArchiveDir)); len(got) != 0 {
-		t.Errorf("after Archive archive/ holds %v, want nothing", got)
 	}
 }

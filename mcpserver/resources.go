@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/events"
 )
 
 // The resources: what is open for the worker and for the leader, read
@@ -25,25 +29,27 @@ const (
 )
 
 // resource is one of the server's resources: its URI, its listing and
-// the command line that reads it.
+// the app that reads it (app.App.Pending, for the app's identity).
 type resource struct {
-	res  *mcp.Resource
-	argv []string
+	res *mcp.Resource
+	app *app.App
 }
 
 func resources(o Options) []resource {
+	// The leader's view, whoever the server acts for.
+	leader := app.New(o.App.Root, app.Identity{Run: o.App.Identity.Run, As: o.App.Identity.As})
 	rs := []resource{{
 		res: &mcp.Resource{URI: PendingURI, Name: "pending", MIMEType: "application/json",
 			Title:       "The leader's pending list",
 			Description: `The workers' questions (kind question: the task waits for crew_respond) and reports not yet acknowledged, most urgent first, then oldest first; {"pending":[message, ...]}. Reading marks nothing delivered.`},
-		argv: []string{"pending", "--task="}, // the leader's view, whoever the server acts for
+		app: leader,
 	}}
 	if o.Task != "" {
 		rs = append(rs, resource{
 			res: &mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "application/json",
 				Title:       "Your messages not yet acknowledged",
 				Description: `Task ` + o.Task + `'s messages from the leader not yet acknowledged (steers, follow-ups, nudges, responses, broadcasts), most urgent first; {"pending":[message, ...]}. Reading marks nothing delivered: call crew_inbox to take them.`},
-			argv: []string{"pending"},
+			app: o.App,
 		})
 	}
 	return rs
@@ -53,7 +59,6 @@ func resources(o Options) []resource {
 // subscribers last heard of it.
 type watch struct {
 	s     *mcp.Server
-	exec  Exec
 	byURI map[string]resource
 
 	mu   sync.Mutex
@@ -66,7 +71,7 @@ type subscription struct {
 }
 
 func newWatch(o Options) *watch {
-	w := &watch{exec: o.Exec, byURI: map[string]resource{}, subs: map[string]*subscription{}}
+	w := &watch{byURI: map[string]resource{}, subs: map[string]*subscription{}}
 	for _, r := range resources(o) {
 		w.byURI[r.res.URI] = r
 	}
@@ -81,15 +86,14 @@ func (w *watch) add(s *mcp.Server) {
 	}
 }
 
-// content reads a resource: what its command prints, as the object
-// crew_pending returns.
+// content reads a resource: the object crew_pending returns.
 func (w *watch) content(ctx context.Context, r resource) (string, error) {
-	stdout, err := w.exec(ctx, r.argv, "")
+	p, err := pending(ctx, r.app, app.Pending{})
 	if err != nil {
 		return "", err
 	}
-	raw, err := output(stdout, "pending")
-	return string(raw), err
+	raw, err := events.Marshal(p)
+	return string(bytes.TrimSpace(raw)), err
 }
 
 func (w *watch) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

@@ -4,16 +4,19 @@
 // crew_task_add), its meaning and, as structured output, what the
 // command prints with --json.
 //
-// The package holds no rule of crew's. A tool call becomes the command
-// line of the same command (Tool.argv) and is carried out by an Exec the
-// caller provides: cmd/crew runs its own command-line application in
-// process, so identity (--run, --task, --as and CREW_*), validation,
-// defaults and the printed records are the command's, not a copy of
-// them. What this package adds is what only MCP has: input schemas,
-// descriptions, the JSON lines gathered into one object, errors as tool
-// results (isError) naming the exit-code class, progress notifications
-// while crew_ask waits, and two resources (crew://inbox, crew://pending)
-// whose subscribers hear when they change (Server.Changed).
+// The package holds no rule of crew's. A tool's input is the request of
+// an operation of package app and its structured output the record the
+// operation returns (messages.go, read.go), so identity (the server's
+// --run, --task, --as and CREW_*), validation, defaults and the records
+// are app's, not a copy of them; the two resources (crew://inbox,
+// crew://pending) read through app too. The tools not yet moved there
+// become the command line of the same command and are carried out by an
+// Exec the caller provides (cmd/crew runs its own command-line
+// application in process). What this package adds is what only MCP has:
+// input schemas, descriptions, lists gathered into one object, errors as
+// tool results (isError) naming the exit-code class, progress
+// notifications while crew_ask waits, and resources whose subscribers
+// hear when they change (Server.Changed).
 //
 // Protocol and SDK: https://modelcontextprotocol.io/specification and
 // github.com/modelcontextprotocol/go-sdk (mcp.AddTool: schemas from the
@@ -25,7 +28,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -93,6 +95,7 @@ func New(o Options) *Server {
 	w.add(s)
 	addTools(s, o)
 	addMessageTools(s, o.App, o)
+	addReadTools(s, o.App)
 	return &Server{Server: s, watch: w}
 }
 
@@ -128,13 +131,6 @@ func (c *call) flag(name, value string) {
 func (c *call) boolFlag(name string, on bool) {
 	if on {
 		c.args = append(c.args, "--"+name)
-	}
-}
-
-// int64Flag appends --name n when n is not 0.
-func (c *call) int64Flag(name string, n int64) {
-	if n != 0 {
-		c.args = append(c.args, "--"+name, strconv.FormatInt(n, 10))
 	}
 }
 

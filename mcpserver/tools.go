@@ -16,26 +16,6 @@ type RunInput struct {
 	Run string `json:"run,omitempty" jsonschema:"the run id (default: the server's --run or CREW_RUN, else the most recently created run)"`
 }
 
-// ReadInput is crew_inbox's and crew_outbox's input.
-type ReadInput struct {
-	RunInput
-	Since  int64 `json:"since,omitempty" jsonschema:"only messages with seq greater than this"`
-	Unread bool  `json:"unread,omitempty" jsonschema:"only messages not delivered before"`
-}
-
-// AckInput is crew_ack's input.
-type AckInput struct {
-	RunInput
-	IDs []string `json:"ids" jsonschema:"the ids of the messages acted on"`
-}
-
-// RejectInput is crew_reject's input.
-type RejectInput struct {
-	RunInput
-	ID     string `json:"id" jsonschema:"the id of the message refused"`
-	Reason string `json:"reason,omitempty" jsonschema:"why"`
-}
-
 // TaskAddInput is crew_task_add's input.
 type TaskAddInput struct {
 	RunInput
@@ -82,13 +62,6 @@ type RunReportInput struct {
 	Format string `json:"format,omitempty" jsonschema:"json (default: structured), markdown, junit or mermaid (text)"`
 }
 
-// EventsInput is crew_events's input.
-type EventsInput struct {
-	RunInput
-	Since int64    `json:"since,omitempty" jsonschema:"only events with seq greater than this"`
-	Types []string `json:"types,omitempty" jsonschema:"only events of these types, e.g. task.waiting, message.sent"`
-}
-
 // MailSendInput is crew_mail_send's input.
 type MailSendInput struct {
 	To              string `json:"to" jsonschema:"the recipient agent"`
@@ -125,39 +98,6 @@ func runCall(in RunInput, path ...string) call {
 
 // addTools registers every tool on s.
 func addTools(s *mcp.Server, o Options) {
-	// Worker: heartbeat, inbox, ack (ask, await and report: addMessageTools).
-	add(s, o, "crew_heartbeat", "Say that you are alive and working (worker), without writing to the run's log: a long step with no other crew call keeps the leader from seeing you as quiet.",
-		"", objectSchema, func(in RunInput) call { return runCall(in, "heartbeat") })
-	add(s, o, "crew_inbox", "Your messages from the leader not yet acknowledged (worker): steers (act on them first: they redirect your work), follow-ups (for after your current step), nudges (report your status with crew_report), responses and broadcasts. Call it at every safe point. Reading marks them delivered; acknowledge what you acted on with crew_ack.",
-		"messages", listSchema("messages", messageSchema), func(in ReadInput) call {
-			c := runCall(in.RunInput, "inbox")
-			c.int64Flag("since", in.Since)
-			c.boolFlag("unread", in.Unread)
-			return c
-		})
-	add(s, o, "crew_outbox", "What workers sent the leader not yet acknowledged (leader): questions and reports. Reading marks them delivered; answer questions with crew_respond, acknowledge reports with crew_ack.",
-		"messages", listSchema("messages", messageSchema), func(in ReadInput) call {
-			c := runCall(in.RunInput, "outbox")
-			c.int64Flag("since", in.Since)
-			c.boolFlag("unread", in.Unread)
-			return c
-		})
-	add(s, o, "crew_pending", "What is open for you, most urgent first, then oldest first, without marking anything delivered: for the leader, the workers' questions (kind question: the task waits for crew_respond) and reports not yet acknowledged; for a worker, its messages not yet acknowledged.",
-		"pending", listSchema("pending", objectSchema), func(in RunInput) call { return runCall(in, "pending") })
-	add(s, o, "crew_ack", "Acknowledge messages addressed to you (a worker: the server's task; else the leader) once you have acted on them, so they stop showing as open.",
-		"", objectSchema, func(in AckInput) call {
-			c := runCall(in.RunInput, "ack")
-			c.pos = append(c.pos, in.IDs...)
-			return c
-		})
-	add(s, o, "crew_reject", "Refuse a message addressed to you, with a reason the sender sees.",
-		"", objectSchema, func(in RejectInput) call {
-			c := runCall(in.RunInput, "reject")
-			c.flag("reason", in.Reason)
-			c.pos = append(c.pos, in.ID)
-			return c
-		})
-
 	// Tasks.
 	add(s, o, "crew_task_add", "Add a pending task to the run (leader). Returns the task.",
 		"", taskSchema, func(in TaskAddInput) call {
@@ -216,16 +156,6 @@ func addTools(s *mcp.Server, o Options) {
 			return c
 		})
 	addRunReport(s, o)
-	add(s, o, "crew_events", "The run's event log, the source of truth: every task change and message, in order (seq).",
-		"events", listSchema("events", objectSchema), func(in EventsInput) call {
-			c := runCall(in.RunInput, "events")
-			c.int64Flag("since", in.Since)
-			for _, t := range in.Types {
-				c.flag("type", t)
-			}
-			return c
-		})
-
 	// Mail outside runs.
 	add(s, o, "crew_mail_send", "Deliver a message to an agent's mailbox in the per-agent mail tree (outside runs). Returns the mail.",
 		"", objectSchema, func(in MailSendInput) call {

@@ -88,9 +88,9 @@ type KindCount struct {
 	Rejected     int    `json:"rejected"`
 }
 
-// Kinds lists the message kinds in the order reports show them.
-var Kinds = []string{events.KindQuestion, events.KindResponse, events.KindSteer, events.KindFollowUp,
-	events.KindNudge, events.KindReport, events.KindMessage}
+// Kinds lists the message kinds in the order reports show them: the
+// order of events.Kinds, the table of kinds.
+var Kinds = events.Kinds
 
 // end is a task reaching a terminal state.
 type end struct {

@@ -46,7 +46,7 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 		return mailbox.Mail{}, fmt.Errorf("invalid mail type %q: use one of %s: %w", o.Type, strings.Join(mailbox.Types, ", "), crew.ErrInvalid)
 	}
 	if o.Priority == "" {
-		o.Priority = "normal"
+		o.Priority = events.DefaultPriority
 	}
 	if err := CheckPriority(o.Priority); err != nil {
 		return mailbox.Mail{}, err
@@ -153,7 +153,7 @@ func (root *Root) deliverRunCopy(ctx context.Context, agent string, m mailbox.Ma
 		return err
 	}
 	var who []string
-	if agent == r.Manifest.Leader && (m.Kind == events.KindQuestion || m.Kind == events.KindReport) {
+	if k, _ := events.KindOf(m.Kind); agent == r.Manifest.Leader && k.Direction == events.Outbox {
 		who = append(who, Leader)
 	}
 	for _, t := range st.TaskList() {

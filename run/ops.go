@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -48,8 +47,8 @@ func checkTitle(what, title string) error {
 	return nil
 }
 
-// CheckPriority returns nil for a known priority (low, normal, high,
-// urgent) and an error wrapping crew.ErrInvalid otherwise.
+// CheckPriority returns nil for a priority of events.Priorities (low,
+// normal, high, urgent) and an error wrapping crew.ErrInvalid otherwise.
 func CheckPriority(p string) error {
 	if events.PriorityRank(p) < 0 {
 		return fmt.Errorf("invalid priority %q: use one of %s: %w", p, strings.Join(events.Priorities, ", "), crew.ErrInvalid)
@@ -258,7 +257,7 @@ type SendOptions struct {
 	Task     string // the worker's task: recipient (leader to worker) or sender (worker to leader); "*" for a broadcast
 	From     string // sending agent
 	Body     string
-	Priority string // "" means normal
+	Priority string // one of events.Priorities; "" means events.DefaultPriority
 	ReplyTo  string
 	// Ask, for a question, is its deadline and default answer
 	// (state.Ask), stored in the question: Await honours it.
@@ -266,13 +265,12 @@ type SendOptions struct {
 }
 
 // Send sends a message and returns it as stored (with its seq and id).
-// Kinds and their rules (docs/state-machine.md):
-//
-//	question   worker -> leader; task running -> waiting (task.waiting)
-//	response   leader -> worker; task waiting -> running (task.responded), answers the open question
-//	steer, follow-up, nudge   leader -> worker; refused for terminal tasks
-//	report     worker -> leader; refused for terminal tasks
-//	message    leader -> every non-terminal task (broadcast; Task is "*")
+// Its kind's rules are events.KindOf's (docs/state-machine.md): the
+// direction and recipient (the leader for an outbox kind, the task for
+// an inbox kind, every task not yet ended for a broadcast, whose Task is
+// "*"), the transition a question or a response makes its task (and a
+// response answers the open question), and refusal for a task that has
+// ended for the kinds without one.
 //
 // Errors: crew.ErrInvalid for a bad body or priority, crew.ErrNotFound for
 // an unknown task, crew.ErrConflict (a *task.TransitionError for question
@@ -280,11 +278,12 @@ type SendOptions struct {
 // running task whose last question was answered (or timed out) says by
 // whom and when instead (answeredAlready).
 func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) {
-	if !slices.Contains(events.Kinds, o.Kind) {
+	kind, ok := events.KindOf(o.Kind)
+	if !ok {
 		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
 	}
 	if o.Priority == "" {
-		o.Priority = "normal"
+		o.Priority = events.DefaultPriority
 	}
 	if err := CheckPriority(o.Priority); err != nil {
 		return nil, err
@@ -310,9 +309,9 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 		return nil, err
 	}
 	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
-		m := &events.Message{ID: id.String(), Kind: o.Kind, From: o.From, Body: o.Body, Priority: o.Priority, ReplyTo: o.ReplyTo, Data: data}
-		ev := &events.Event{Type: events.MessageSent, Actor: o.From, Message: m}
-		if o.Kind == events.KindMessage {
+		m := &events.Message{ID: id.String(), Kind: o.Kind, Direction: kind.Direction, From: o.From, Body: o.Body, Priority: o.Priority, ReplyTo: o.ReplyTo, Data: data}
+		ev := &events.Event{Type: kind.Event, Actor: o.From, Message: m}
+		if kind.Broadcast {
 			var recipients []string
 			for _, t := range st.TaskList() {
 				if !t.Status.Terminal() {
@@ -323,47 +322,37 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 				return nil, fmt.Errorf("broadcast: run %s has no task that is still open: %w", r.ID(), crew.ErrConflict)
 			}
 			ev.Data = state.BroadcastData(recipients)
-			m.Task, m.To, m.Direction = events.Broadcast, events.Broadcast, events.Inbox
+			m.Task, m.To = events.Broadcast, events.Broadcast
 			return ev, nil
 		}
 		t, err := st.Task(o.Task)
 		if err != nil {
 			return nil, err
 		}
-		ev.Task, m.Task = t.ID, t.ID
-		switch o.Kind {
-		case events.KindQuestion, events.KindReport:
-			m.Direction, m.To = events.Outbox, st.Leader
-		default:
-			m.Direction, m.To = events.Inbox, t.ID
+		ev.Task, m.Task, m.To = t.ID, t.ID, t.ID
+		if kind.Direction == events.Outbox {
+			m.To = st.Leader
 		}
-		switch o.Kind {
-		case events.KindQuestion, events.KindResponse:
-			op, typ := task.Ask, events.TaskWaiting
-			if o.Kind == events.KindResponse {
-				op, typ = task.Respond, events.TaskResponded
-			}
-			next, err := task.Next(t.ID, t.Status, op)
+		if kind.Op != "" {
+			next, err := task.Next(t.ID, t.Status, kind.Op)
 			if err != nil {
 				return nil, err
 			}
-			if o.Kind == events.KindResponse {
+			if kind.Op == task.Respond {
 				m.ReplyTo = t.Question
 			}
-			ev.Type, ev.From, ev.To = typ, string(t.Status), string(next)
-		default:
-			if t.Status.Terminal() {
-				hint := ""
-				if t.Status != task.Completed {
-					hint = fmt.Sprintf(" (crew task retry %s reopens it)", t.ID)
-				}
-				return nil, fmt.Errorf("task %s is %s; a %s cannot reach it now%s: %w", t.ID, t.Status, o.Kind, hint, crew.ErrConflict)
+			ev.From, ev.To = string(t.Status), string(next)
+		} else if t.Status.Terminal() {
+			hint := ""
+			if t.Status != task.Completed {
+				hint = fmt.Sprintf(" (crew task retry %s reopens it)", t.ID)
 			}
+			return nil, fmt.Errorf("task %s is %s; a %s cannot reach it now%s: %w", t.ID, t.Status, o.Kind, hint, crew.ErrConflict)
 		}
 		return ev, nil
 	})
 	var te *task.TransitionError
-	if o.Kind == events.KindResponse && errors.As(err, &te) && te.State == task.Running {
+	if kind.Op == task.Respond && errors.As(err, &te) && te.State == task.Running {
 		return nil, r.answeredAlready(te)
 	}
 	if err != nil {
@@ -483,6 +472,6 @@ const AnsweredByDefault = "no response before the deadline: answered by default"
 // reason.
 func defaultAnswer(e *events.Event, questionID, def string) *events.Message {
 	return &events.Message{Seq: e.Seq, Run: e.Run, Task: e.Task, Kind: events.KindResponse, Direction: events.Inbox,
-		From: state.CrewActor, To: e.Task, Body: def, Priority: "normal", Status: events.StatusAcknowledged, SentAt: e.At,
+		From: state.CrewActor, To: e.Task, Body: def, Priority: events.DefaultPriority, Status: events.StatusAcknowledged, SentAt: e.At,
 		Reason: AnsweredByDefault, ReplyTo: questionID}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,19 +9,30 @@ import (
 	"strings"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/task"
 )
 
-// sendKinds is the kind of message each task action that sends one
-// sends (the commands crew respond, steer, follow-up and nudge).
-var sendKinds = map[string]string{
-	"respond":   events.KindResponse,
-	"steer":     events.KindSteer,
-	"follow-up": events.KindFollowUp,
-	"nudge":     events.KindNudge,
+// sendOp is the operation of a task action that sends a message (the
+// commands crew respond, steer, follow-up and nudge), nil for another
+// action.
+func (s *Server) sendOp(action string) func(context.Context, app.ToWorker) (*events.Message, error) {
+	switch action {
+	case "respond":
+		return s.app.Respond
+	case "steer":
+		return s.app.Steer
+	case "follow-up":
+		return s.app.FollowUp
+	case "nudge":
+		return func(ctx context.Context, req app.ToWorker) (*events.Message, error) {
+			return s.app.Nudge(ctx, app.Nudge(req))
+		}
+	}
+	return nil
 }
 
 // taskOps is the transition of each task action that moves a task (crew
@@ -30,10 +42,10 @@ var taskOps = map[string]task.Op{
 	"retry":  task.Retry,
 }
 
-// taskAction carries out an action on one task: a message (sendKinds)
-// or a transition (taskOps), as the command line's operation of the
-// same name does, recorded with the server's actor. It returns to the
-// page the form came from with the outcome or the error.
+// taskAction carries out an action on one task: a message (sendOp,
+// through package app as the command line and crew mcp send) or a
+// transition (taskOps), recorded with the server's actor. It returns to
+// the page the form came from with the outcome or the error.
 func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
 	rn, err := s.open(r.PathValue("run"))
 	if err != nil {
@@ -45,18 +57,17 @@ func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	actor := s.actorFor(rn)
 	var text string
-	switch kind, op := sendKinds[action], taskOps[action]; {
-	case kind != "":
+	switch send, op := s.sendOp(action), taskOps[action]; {
+	case send != nil:
 		var m *events.Message
-		m, err = rn.Send(r.Context(), run.SendOptions{Kind: kind, Task: id, From: actor,
-			Body: formBody(r), Priority: priority(r)})
+		m, err = send(r.Context(), app.ToWorker{Run: rn.ID(), Task: id, Body: formBody(r), Priority: r.PostFormValue("priority")})
 		if err == nil {
-			text = fmt.Sprintf("%s sent to %s as %s (seq %d, message %s)", kind, id, actor, m.Seq, m.ID)
+			text = fmt.Sprintf("%s sent to %s as %s (seq %d, message %s)", m.Kind, id, m.From, m.Seq, m.ID)
 		}
 	case op != "":
 		var t *state.Task
+		actor := s.actorFor(rn)
 		t, err = rn.Transition(r.Context(), id, op, actor, r.PostFormValue("reason"), nil)
 		if err == nil {
 			text = fmt.Sprintf("%s is %s (by %s)", id, t.Status, actor)
@@ -76,12 +87,10 @@ func (s *Server) broadcast(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	actor := s.actorFor(rn)
-	m, err := rn.Send(r.Context(), run.SendOptions{Kind: events.KindMessage, Task: events.Broadcast, From: actor,
-		Body: formBody(r), Priority: priority(r)})
+	m, err := s.app.Broadcast(r.Context(), app.Broadcast{Run: rn.ID(), Body: formBody(r), Priority: r.PostFormValue("priority")})
 	text := ""
 	if err == nil {
-		text = fmt.Sprintf("broadcast sent as %s (seq %d, message %s)", actor, m.Seq, m.ID)
+		text = fmt.Sprintf("broadcast sent as %s (seq %d, message %s)", m.From, m.Seq, m.ID)
 	}
 	s.done(w, r, rn, "broadcast", text, err)
 }
@@ -118,11 +127,4 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, rn *run.Run, actio
 // sends (CRLF) turned back into the LF a terminal would have sent.
 func formBody(r *http.Request) string {
 	return strings.ReplaceAll(r.PostFormValue("body"), "\r\n", "\n")
-}
-
-func priority(r *http.Request) string {
-	if p := r.PostFormValue("priority"); p != "" {
-		return p
-	}
-	return "normal"
 }

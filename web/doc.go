@@ -7,9 +7,13 @@
 //
 // Pages are built from a run's state (store.Log.State: the snapshot and
 // the log after it) and cursors on its log, never by replaying it into
-// memory; a thread and the timeline stream the log once. Actions call
-// the operations of package run that the command line calls, with the
-// same errors. Live updates follow the log with run.Run.Watch (fsnotify
+// memory; a thread and the timeline stream the log once. Each request
+// opens its run through the root, whose store keeps one Log per run
+// (run.FindKept): the server keeps no runs of its own. The actions that
+// send a message (respond, steer, follow-up, nudge, broadcast) call
+// package app's operations, as the command line and crew mcp do, with
+// the same defaults, rules and errors; cancel, retry and acknowledge
+// call package run's. Live updates follow the log with run.Run.Watch (fsnotify
 // on files, a subscription on NATS), as crew events --follow does; a
 // reconnecting page resumes after the seq in its Last-Event-ID.
 //

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"time"
 
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 
 	"github.com/crew-dev/crew/task"
@@ -23,6 +24,10 @@ var funcs = template.FuncMap{
 	"terminal": func(s task.State) bool { return s.Terminal() },
 	"height":   func(ls []lane) int { return len(ls) * laneHeight },
 	"pair":     func(a, b any) struct{ A, B any } { return struct{ A, B any }{a, b} },
+	// priorities and defaultPriority are the priorities a form offers
+	// and the one it selects (events).
+	"priorities":      func() []string { return events.Priorities },
+	"defaultPriority": func() string { return events.DefaultPriority },
 	"send": func(p *page, taskID, action, label, hint string) sendForm {
 		return sendForm{Page: p, Task: taskID, Action: action, Label: label, Hint: hint}
 	},

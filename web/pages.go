@@ -33,7 +33,12 @@ type stateCount struct {
 // runsPage lists the runs, newest first, with their tasks counted by
 // state. Runs whose manifest cannot be read are named in the banner.
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
-	ms, bad, err := s.root.List()
+	root, err := s.app.Root()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ms, bad, err := root.List()
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/run"
 )
 
@@ -31,26 +32,29 @@ type Options struct {
 	// Token is the secret every request must carry (NewToken makes one).
 	Token string
 	// Actor is the name actions are recorded with; "" is each run's
-	// leader (crew --as).
+	// leader (crew --as: app.Identity.As).
 	Actor string
 }
 
 // Server serves the dashboard of the runs of one state root. It is an
 // http.Handler.
 type Server struct {
-	root    *run.Root
+	app     *app.App // over the root, acting as Options.Actor
 	actor   string
 	guard   *guard
 	handler http.Handler
 	tmpl    *template.Template
 
 	mu     sync.Mutex
-	runs   map[string]*run.Run // opened runs, by id
-	flashs map[string]flash    // outcomes of actions, by key, shown once
+	flashs map[string]flash // outcomes of actions, by key, shown once
 }
 
 // New returns a server for root. Options.Token must be set and
-// Options.Hosts hold at least one host; otherwise crew.ErrInvalid.
+// Options.Hosts hold at least one host; otherwise crew.ErrInvalid. Each
+// request opens the run it is about through root: give a root whose
+// store keeps one Log per run (run.FindKept, store/nats's
+// Options.KeepLogs), as crew serve does, so that a request starts from
+// the state the last one left.
 func New(root *run.Root, o Options) (*Server, error) {
 	if len(o.Token) < 32 || len(o.Hosts) == 0 {
 		return nil, fmt.Errorf("web server: a token of at least 32 characters and a host are needed: %w", crew.ErrInvalid)
@@ -59,8 +63,8 @@ func New(root *run.Root, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{root: root, actor: o.Actor, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl,
-		runs: map[string]*run.Run{}, flashs: map[string]flash{}}
+	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{As: o.Actor})
+	s := &Server{app: a, actor: o.Actor, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}}
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -84,22 +88,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // to the server).
 func (s *Server) CSRF() string { return s.guard.csrf }
 
-// open returns the run id, opened once and kept.
+// open opens run id for one request (app.App.Run through the root,
+// whose store keeps its Log). An id that is missing or bad is
+// crew.ErrInvalid, an unknown run crew.ErrNotFound.
 func (s *Server) open(id string) (*run.Run, error) {
 	if err := crew.ValidateID("run", id); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.runs[id]; r != nil {
-		return r, nil
-	}
-	r, err := s.root.Open(id)
-	if err != nil {
-		return nil, err
-	}
-	s.runs[id] = r
-	return r, nil
+	return s.app.Run(id)
 }
 
 // actorFor is the name an action in r is recorded with.

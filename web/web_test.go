@@ -45,7 +45,9 @@ func must(t *testing.T, err error) {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	root, err := run.Init(dir, crew.PrivatePerm)
+	_, err := run.Init(dir, crew.PrivatePerm)
+	must(t, err)
+	root, err := run.FindKept(dir, crew.PrivatePerm) // as crew serve finds it
 	must(t, err)
 	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
 	return newFixtureOn(t, root, dir)
@@ -337,7 +339,7 @@ func TestLiveResumesFromLastEventID(t *testing.T) {
 // the board, an action and the live stream.
 func TestNATSStore(t *testing.T) {
 	srv := natstest.Server(t)
-	s, err := natsstore.Dial(context.Background(), srv.ClientURL(), natsstore.Options{})
+	s, err := natsstore.Dial(context.Background(), srv.ClientURL(), natsstore.Options{KeepLogs: true})
 	must(t, err)
 	t.Cleanup(func() { s.Close() })
 	f := newFixtureOn(t, run.NewRoot(s), t.TempDir())

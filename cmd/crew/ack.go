@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 )
 
 func ackCommand() *cli.Command {
@@ -22,7 +23,12 @@ func ackCommand() *cli.Command {
 }
 
 func ack(c *cli.Context) error {
-	return acknowledge(c, false, map[string]any{"acknowledged": c.Args().Slice()})
+	e := newEnv(c)
+	done, err := e.app().Ack(c.Context, app.Ack{IDs: c.Args().Slice()})
+	if err != nil {
+		return err
+	}
+	return e.emit(done, "")
 }
 
 func rejectCommand() *cli.Command {
@@ -40,19 +46,9 @@ func reject(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return fmt.Errorf("reject takes one message id: %w", crew.ErrInvalid)
 	}
-	return acknowledge(c, true, map[string]any{"rejected": c.Args().First()})
-}
-
-// acknowledge acknowledges the messages the arguments name (or, with
-// reject, rejects them with --reason) for the reader (a worker with
-// --task, else the leader), and prints the record done with --json.
-func acknowledge(c *cli.Context, reject bool, done any) error {
 	e := newEnv(c)
-	r, who, err := e.reader()
+	done, err := e.app().Reject(c.Context, app.Reject{ID: c.Args().First(), Reason: c.String("reason")})
 	if err != nil {
-		return err
-	}
-	if err := r.Acknowledge(c.Context, who, c.Args().Slice(), reject, c.String("reason")); err != nil {
 		return err
 	}
 	return e.emit(done, "")

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 )
 
@@ -33,7 +34,7 @@ var (
 
 // Flags shared by commands that send or read messages.
 var (
-	priorityFlag = &cli.StringFlag{Name: "priority", Usage: "`P`: low, normal, high or urgent", Value: "normal"}
+	priorityFlag = &cli.StringFlag{Name: "priority", Usage: "`P`: low, normal, high or urgent", Value: events.DefaultPriority}
 	sinceFlag    = &cli.StringFlag{Name: "since", Usage: "only records with seq greater than `SEQ` (a decimal number)"}
 	followFlag   = &cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new records as they arrive (Ctrl-C ends)"}
 )

@@ -162,34 +162,6 @@ func (e *env) defaultAgent(r *run.Run, id string) string {
 	return id
 }
 
-// reader is the participant a reading command acts for: the task given by
-// --task / CREW_TASK, else the leader.
-func (e *env) reader() (*run.Run, string, error) {
-	r, err := e.run()
-	if err != nil {
-		return nil, "", err
-	}
-	if id := e.c.String("task"); id != "" {
-		if err := crew.ValidateID("task", id); err != nil {
-			return nil, "", err
-		}
-		r.Alive(id, false) // a worker reading is a sign of its life (docs/concepts.md, Liveness)
-		return r, id, nil
-	}
-	return r, run.Leader, nil
-}
-
-// worker resolves the worker's task (--task / CREW_TASK, required) and
-// then its run (--run / CREW_RUN, else the latest).
-func (e *env) worker() (*run.Run, string, error) {
-	id, err := e.task()
-	if err != nil {
-		return nil, "", err
-	}
-	r, err := e.run()
-	return r, id, err
-}
-
 // leaderRun opens the run (as run does) and returns the agent acting as
 // its leader: --as / CREW_AGENT, else the run's leader.
 func (e *env) leaderRun() (*run.Run, string, error) {
@@ -253,15 +225,6 @@ func (e *env) since() (int64, error) {
 		return 0, fmt.Errorf("invalid --since %q: a seq is a decimal whole number, 0 or more (crew events shows the seqs): %w", s, crew.ErrInvalid)
 	}
 	return n, nil
-}
-
-// pastEnd says on stderr when a --since cursor lies past the end of r's
-// log, whose last seq is head: nothing is there to show, and such a
-// cursor most often comes from another run.
-func (e *env) pastEnd(r *run.Run, since, head int64) {
-	if since > head {
-		e.warn(fmt.Errorf("--since %d is past the end of run %s, whose last event is seq %d: is the cursor from another run?", since, r.ID(), head))
-	}
 }
 
 // withTimeout derives a context from --timeout, if given.

@@ -4,18 +4,15 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store"
 )
 
 func eventsCommand() *cli.Command {
@@ -32,78 +29,14 @@ func eventsCommand() *cli.Command {
 
 func printEvents(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
-	types := c.StringSlice("type")
-	for _, t := range types {
-		if !slices.Contains(events.Types, t) {
-			return fmt.Errorf("unknown event type %q; types are %s: %w", t, strings.Join(events.Types, ", "), crew.ErrInvalid)
-		}
-	}
 	since, err := e.since()
 	if err != nil {
 		return err
 	}
-	if since > 0 {
-		st, err := r.TaskState()
-		if err != nil {
-			return err
-		}
-		e.pastEnd(r, since, st.Seq)
-	}
-	cur, err := r.Events(since)
-	if err != nil {
-		return err
-	}
-	defer cur.Close()
-	var wait func() error // nil: stop at the end of the log
-	if c.Bool("follow") {
-		w := r.Watch()
-		defer w.Close()
-		wait = func() error { return w.Wait(c.Context) }
-	}
-	damaged, err := e.eachEvent(cur, wait, func(ev *events.Event) error {
-		if len(types) > 0 && !slices.Contains(types, ev.Type) {
-			return nil
-		}
+	req := app.Events{Since: since, Types: c.StringSlice("type"), Follow: c.Bool("follow")}
+	return e.app().Events(c.Context, req, e.warn, func(ev *events.Event) error {
 		return e.emit(ev, eventText(ev))
 	})
-	if err != nil {
-		return err
-	}
-	if damaged > 0 {
-		return fmt.Errorf("%s in %s; what could be read was printed; run crew repair: %w", human.Count(damaged, "damaged place"), r.Log(), crew.ErrDamaged)
-	}
-	return nil
-}
-
-// errStop, returned by an eachEvent callback, ends eachEvent without an
-// error.
-var errStop = errors.New("stop")
-
-// eachEvent calls fn with each event of cur, in order (crew events and
-// crew watch). A damaged place is printed on stderr and counted, and
-// skipped unless an event comes with it (the one after a seq gap). At
-// the end of the log it calls wait, which returns when more may have
-// come, and goes on; with wait nil it returns there.
-func (e *env) eachEvent(cur store.Cursor, wait func() error, fn func(*events.Event) error) (damaged int, err error) {
-	for {
-		err := cur.Scan(func(de *events.DamageError) {
-			e.warn(de)
-			damaged++
-		}, fn)
-		if err == errStop {
-			return damaged, nil
-		}
-		if err != nil || wait == nil {
-			return damaged, err
-		}
-		if err := wait(); err != nil {
-			return damaged, err
-		}
-	}
 }
 
 // eventText is the human form of an event: one line, a message's body

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/crew-dev/crew/app"
 )
 
 // hookFixture is a state root with run r1 and task t1 (started), and a
@@ -195,9 +197,9 @@ func TestHookClaudeStop(t *testing.T) {
 	if o := f.hook("Stop", "Stop"); o != nil {
 		t.Fatalf("answered question: Stop answered %+v", o)
 	}
-	// No more than maxStopBlocks stops in a row, whatever keeps coming.
+	// No more than app.MaxStopBlocks stops in a row, whatever keeps coming.
 	blocked := 0
-	for i := 0; i < maxStopBlocks+2; i++ {
+	for i := 0; i < app.MaxStopBlocks+2; i++ {
 		f.send("follow-up", "one more thing")
 		fixture := "Stop-active"
 		if i == 0 {
@@ -209,8 +211,8 @@ func TestHookClaudeStop(t *testing.T) {
 			break
 		}
 	}
-	if blocked != maxStopBlocks {
-		t.Fatalf("%d stops in a row blocked, want %d", blocked, maxStopBlocks)
+	if blocked != app.MaxStopBlocks {
+		t.Fatalf("%d stops in a row blocked, want %d", blocked, app.MaxStopBlocks)
 	}
 }
 
@@ -229,11 +231,11 @@ func TestHookAgentLoop(t *testing.T) {
 }
 
 func testHookAgentLoop(t *testing.T, f *hookFixture, a hookAgent) {
-	event := map[moment]string{}
+	event := map[app.Moment]string{}
 	for _, ev := range a.events {
 		event[ev.at] = ev.name
 	}
-	start, tool, stop, prompt := event[atStart], event[atTool], event[atStop], event[atPrompt]
+	start, tool, stop, prompt := event[app.AtSessionStart], event[app.AtToolResult], event[app.AtStop], event[app.AtPrompt]
 	f.context(f.hook(start, start), start)
 	seen := map[string]int{}    // message id -> times shown
 	arrived := map[string]int{} // message id -> tool call after which it was shown

@@ -5,18 +5,16 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store"
 )
 
 func inboxCommand() *cli.Command {
@@ -32,14 +30,15 @@ func inboxCommand() *cli.Command {
 
 func inbox(c *cli.Context) error {
 	e := newEnv(c)
-	id, err := e.task()
+	req, err := e.readRequest()
 	if err != nil {
-		if c.String("task") == "" {
-			return fmt.Errorf("no task: give --task ID or set CREW_TASK (inbox is a worker's view; the leader reads what workers sent with crew outbox): %w", crew.ErrInvalid)
-		}
 		return err
 	}
-	return e.readMailbox(id)
+	mb, err := e.app().Inbox(req, e.warn)
+	if err != nil {
+		return err
+	}
+	return e.readMailbox(mb)
 }
 
 func outboxCommand() *cli.Command {
@@ -52,7 +51,18 @@ func outboxCommand() *cli.Command {
 	}
 }
 
-func outbox(c *cli.Context) error { return newEnv(c).readMailbox(run.Leader) }
+func outbox(c *cli.Context) error {
+	e := newEnv(c)
+	req, err := e.readRequest()
+	if err != nil {
+		return err
+	}
+	mb, err := e.app().Outbox(req, e.warn)
+	if err != nil {
+		return err
+	}
+	return e.readMailbox(mb)
+}
 
 // Flags of inbox and outbox.
 var (
@@ -60,33 +70,22 @@ var (
 	peekFlag   = &cli.BoolFlag{Name: "peek", Usage: "show the messages without marking them delivered (writes nothing: works on a read-only state root)"}
 )
 
-func (e *env) readMailbox(who string) error {
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
+// readRequest is the request of inbox and outbox, from their flags.
+func (e *env) readRequest() (app.Read, error) {
 	since, err := e.since()
-	if err != nil {
-		return err
-	}
-	var w store.Waiter
-	if e.c.Bool("follow") {
-		w = r.Watch()
-		defer w.Close()
-	}
+	return app.Read{Since: since, Unread: e.c.Bool("unread"), Peek: e.c.Bool("peek"), Follow: e.c.Bool("follow")}, err
+}
+
+// readMailbox prints the messages of mb, pass after pass with --follow.
+func (e *env) readMailbox(mb *app.Mailbox) error {
+	defer mb.Close()
 	// Messages stream out as they are read (any number of them, in
 	// little memory), through a buffer flushed after each pass.
 	out := bufio.NewWriterSize(e.stdout, 64<<10)
 	e.stdout = out
 	defer out.Flush()
-	first := true
 	for {
-		n := 0
-		err := r.EachInbox(e.c.Context, who, run.InboxOptions{Since: since, Unread: e.c.Bool("unread"), Peek: e.c.Bool("peek")}, func(m *events.Message) error {
-			n++
-			if m.Seq > since && w != nil {
-				since = m.Seq // with --follow, the next pass starts after what this one showed
-			}
+		n, err := mb.Read(e.c.Context, func(m *events.Message) error {
 			if e.json {
 				return e.emit(m, "") // the text is not printed: not made either
 			}
@@ -95,23 +94,13 @@ func (e *env) readMailbox(who string) error {
 		if ferr := out.Flush(); err == nil {
 			err = ferr
 		}
-		if de := (*run.DeliverError)(nil); errors.As(err, &de) {
-			err = fmt.Errorf("%w; crew %s --peek shows the messages without marking them", err, e.c.Command.Name)
-		}
-		if err == nil && n == 0 && since > 0 && first {
-			// Nothing after the cursor: it may be past the log's end.
-			if st, serr := r.TaskState(); serr == nil {
-				e.pastEnd(r, since, st.Seq)
-			}
-		}
-		first = false
-		if err != nil || w == nil {
+		if err != nil || !mb.Follow() {
 			if err == nil && n == 0 && !e.json {
 				fmt.Fprintln(e.stderr, "crew: no messages")
 			}
 			return err
 		}
-		if err := w.Wait(e.c.Context); err != nil {
+		if err := mb.Wait(e.c.Context); err != nil {
 			return err
 		}
 	}
@@ -129,70 +118,42 @@ func pendingCommand() *cli.Command {
 }
 
 // pending prints each open message as inbox does (with --json the same
-// message object), a question as the wait of its task.
+// message object), a question as the wait of its task, then, for the
+// leader, the tasks whose worker is quiet or dead.
 func pending(c *cli.Context) error {
 	e := newEnv(c)
-	r, who, err := e.reader()
-	if err != nil {
+	open, err := e.app().Pending(c.Context, app.Pending{QuietAfter: c.String("quiet-after")})
+	if open == nil {
 		return err
 	}
-	p, perr := r.Pending(who)
-	if p == nil {
-		return perr
-	}
-	var waitsOn map[string]bool // the questions tasks wait on (the leader's view)
-	if who == run.Leader {
-		if waitsOn, err = questionsWaitedOn(r); err != nil {
-			return err
-		}
-	}
-	for i := range p.Messages {
-		m := &p.Messages[i]
+	for i := range open.Messages {
+		m := &open.Messages[i]
 		text := messageText(m)
-		if m.Kind == events.KindQuestion && who == run.Leader {
-			text = questionText(m, waitsOn[m.ID])
+		if m.Kind == events.KindQuestion && open.Leader {
+			text = questionText(m)
 		}
 		if err := e.emit(m, text); err != nil {
 			return err
 		}
 	}
-	lifeless := 0
-	if who == run.Leader {
-		if lifeless, err = e.pendingLiveness(r); err != nil {
+	for i := range open.Lifeless {
+		l := &open.Lifeless[i]
+		if err := e.emit(l, fmt.Sprintf("%s is %s", l.Task.ID, livenessText(l.Liveness))); err != nil {
 			return err
 		}
 	}
-	if perr == nil && len(p.Messages) == 0 && lifeless == 0 && !e.json {
+	if err == nil && len(open.Messages) == 0 && len(open.Lifeless) == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
-	return perr
-}
-
-// questionsWaitedOn returns the ids of the questions r's tasks wait on.
-// An open question that none waits on was answered by default
-// (docs/state-machine.md, Asking with a deadline).
-func questionsWaitedOn(r *run.Run) (map[string]bool, error) {
-	st, err := r.TaskState()
-	if err != nil {
-		return nil, err
-	}
-	ids := map[string]bool{}
-	for _, t := range st.Tasks {
-		if t.Question != "" {
-			ids[t.Question] = true
-		}
-	}
-	return ids, nil
+	return err
 }
 
 // questionText is how the leader's pending shows question m: as the wait
-// of its task (waited on), with its deadline and default when it has
-// them, or as answered by default. An answered-by-default question gets
-// run.AnsweredByDefault as its reason, in --json too.
-func questionText(m *events.Message, waited bool) string {
+// of its task, with its deadline and default when it has them, or as
+// answered by default (app.Pending gave it that reason).
+func questionText(m *events.Message) string {
 	a := state.AskOf(m)
-	if !waited && a != nil && a.Default != nil {
-		m.Reason = run.AnsweredByDefault
+	if m.Reason == run.AnsweredByDefault && a != nil && a.Default != nil {
 		return fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
 			m.Task, indent(*a.Default, "    "), m.ID, indent(m.Body, "    "), m.ID)
 	}
@@ -201,31 +162,6 @@ func questionText(m *events.Message, waited bool) string {
 		text += deadlineText(a)
 	}
 	return text
-}
-
-// pendingLiveness lists, for the leader's crew pending, the tasks whose
-// worker is quiet, then those whose worker is dead (docs/reading.md,
-// Pending), and returns how many it listed.
-func (e *env) pendingLiveness(r *run.Run) (int, error) {
-	st, live, err := e.tasksAlive(r)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, want := range []string{run.LiveQuiet, run.LiveDead} {
-		for _, t := range st.TaskList() {
-			l := live[t.ID]
-			if l == nil || l.State != want {
-				continue
-			}
-			n++
-			rec := map[string]any{"kind": l.State, "task": t, "liveness": l}
-			if err := e.emit(rec, fmt.Sprintf("%s is %s", t.ID, livenessText(l))); err != nil {
-				return n, err
-			}
-		}
-	}
-	return n, nil
 }
 
 // deadlineText says how long a waiting question has left, and what

@@ -46,7 +46,7 @@ func indent(s, pad string) string {
 func messageText(m *events.Message) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s  #%d  %s  %s -> %s", m.ID, m.Seq, m.Kind, human.Escape(m.From), human.Escape(m.To))
-	if m.Priority != "" && m.Priority != "normal" {
+	if m.Priority != "" && m.Priority != events.DefaultPriority {
 		fmt.Fprintf(&b, "  [%s]", m.Priority)
 	}
 	fmt.Fprintf(&b, "  %s  %s\n    %s", m.Status, m.SentAt.Format(time.DateTime), indent(m.Body, "    "))

@@ -1,23 +1,23 @@
 // crew setup claude|codex|gemini: register crew mcp (and for Claude
 // Code and Gemini CLI the crew hooks) in the project's agent
-// configuration, merged into what is there.
+// configuration, merged into what is there. The merging is package
+// internal/agentconfig's; this file reads and writes the files and says
+// what changed.
 
 package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/agentconfig"
 )
 
 func setupCommand() *cli.Command {
@@ -84,7 +84,7 @@ func setup(c *cli.Context) error {
 			verb = "created"
 		}
 		if c.Bool("dry-run") {
-			fmt.Fprintf(e.stdout, "would have %s %s:\n%s", verb, f.path, lineDiff(string(f.old), string(f.new)))
+			fmt.Fprintf(e.stdout, "would have %s %s:\n%s", verb, f.path, agentconfig.LineDiff(string(f.old), string(f.new)))
 			continue
 		}
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
@@ -133,67 +133,32 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// mergeJSON decodes path's JSON object (none: an empty one), lets edit
-// change it, and returns the file before and after; unknown keys are
-// kept (objects are written with sorted keys, two-space indented).
-func mergeJSON(path string, edit func(map[string]any)) (configFile, error) {
+// mergeFile reads the file rel (slash-separated) of the project
+// directory dir and returns it before and after merge.
+func mergeFile(dir, rel string, merge func(path string, old []byte) ([]byte, error)) (configFile, error) {
+	path := filepath.Join(dir, filepath.FromSlash(rel))
 	old, err := readConfig(path)
 	if err != nil {
 		return configFile{}, err
 	}
-	doc := map[string]any{}
-	if len(bytes.TrimSpace(old)) > 0 {
-		if err := json.Unmarshal(old, &doc); err != nil {
-			return configFile{}, fmt.Errorf("%s is not a JSON object (%v); fix or move it, crew does not overwrite it: %w", path, err, crew.ErrInvalid)
-		}
-	}
-	edit(doc)
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
+	b, err := merge(path, old)
+	if err != nil {
 		return configFile{}, err
 	}
-	if old != nil && jsonEqual(old, b.Bytes()) {
-		return configFile{path: path, old: old, new: old}, nil // same content: leave the user's formatting
-	}
-	return configFile{path: path, old: old, new: b.Bytes()}, nil
-}
-
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xb, _ := json.Marshal(x)
-	yb, _ := json.Marshal(y)
-	return bytes.Equal(xb, yb)
-}
-
-// object returns doc[key] as an object, making it if missing or not one.
-func object(doc map[string]any, key string) map[string]any {
-	if m, ok := doc[key].(map[string]any); ok {
-		return m
-	}
-	m := map[string]any{}
-	doc[key] = m
-	return m
+	return configFile{path: path, old: old, new: b}, nil
 }
 
 // setupClaude: crew mcp in .mcp.json (the project's MCP servers), and a
-// crew hook per event in .claude/settings.json
-// (https://code.claude.com/docs/en/hooks: hooks.<Event>[] of {matcher,
-// hooks: [{type: "command", command}]}).
+// crew hook per event in .claude/settings.json.
 func setupClaude(dir string, pin []string) ([]configFile, error) {
-	mcpFile, err := mergeJSON(filepath.Join(dir, ".mcp.json"), func(doc map[string]any) {
-		object(doc, "mcpServers")["crew"] = map[string]any{"type": "stdio", "command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
+	mcpFile, err := mergeFile(dir, agentconfig.ClaudeMCPFile, func(path string, old []byte) ([]byte, error) {
+		return agentconfig.ClaudeMCP(path, old, pin)
 	})
 	if err != nil {
 		return nil, err
 	}
-	settings, err := mergeJSON(filepath.Join(dir, ".claude", "settings.json"), func(doc map[string]any) {
-		addHooks(doc, hookAgents[0], "*", pin)
+	settings, err := mergeFile(dir, agentconfig.ClaudeSettingsFile, func(path string, old []byte) ([]byte, error) {
+		return agentconfig.ClaudeSettings(path, old, hookAgents[0].hooks(), pin)
 	})
 	if err != nil {
 		return nil, err
@@ -202,14 +167,10 @@ func setupClaude(dir string, pin []string) ([]configFile, error) {
 }
 
 // setupGemini: crew mcp and a crew hook per event in
-// .gemini/settings.json (https://geminicli.com/docs/tools/mcp-server:
-// mcpServers.<name> of {command, args}; hooks as Claude Code's, a
-// missing matcher matching every tool:
-// https://geminicli.com/docs/hooks/reference).
+// .gemini/settings.json.
 func setupGemini(dir string, pin []string) ([]configFile, error) {
-	settings, err := mergeJSON(filepath.Join(dir, ".gemini", "settings.json"), func(doc map[string]any) {
-		object(doc, "mcpServers")["crew"] = map[string]any{"command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
-		addHooks(doc, hookAgents[1], "", pin)
+	settings, err := mergeFile(dir, agentconfig.GeminiSettingsFile, func(path string, old []byte) ([]byte, error) {
+		return agentconfig.GeminiSettings(path, old, hookAgents[1].hooks(), pin)
 	})
 	if err != nil {
 		return nil, err
@@ -217,138 +178,13 @@ func setupGemini(dir string, pin []string) ([]configFile, error) {
 	return []configFile{settings}, nil
 }
 
-// addHooks sets doc's hooks.<Event>[] entry running crew hook for each
-// of a's events, the tool event with matcher toolMatcher (none when "").
-// crew's own entries (an earlier setup, maybe with other pins) are
-// replaced; everything else stays in its place.
-func addHooks(doc map[string]any, a hookAgent, toolMatcher string, pin []string) {
-	hooks := object(doc, "hooks")
-	prefix := "crew hook " + a.name + " "
-	for _, ev := range a.events {
-		command := prefix + strings.Join(append([]string{ev.name}, pin...), " ")
-		entry := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command}}}
-		if ev.at == atTool && toolMatcher != "" {
-			entry["matcher"] = toolMatcher
-		}
-		groups, _ := hooks[ev.name].([]any)
-		groups = slices.DeleteFunc(slices.Clone(groups), func(g any) bool { return isCrewHook(g, prefix) })
-		hooks[ev.name] = append(groups, entry)
-	}
-}
-
-// isCrewHook reports whether a hooks group is one crew setup wrote: all
-// its commands start with prefix (crew hook AGENT).
-func isCrewHook(group any, prefix string) bool {
-	g, _ := group.(map[string]any)
-	hs, _ := g["hooks"].([]any)
-	if len(hs) == 0 {
-		return false
-	}
-	for _, h := range hs {
-		m, _ := h.(map[string]any)
-		cmd, _ := m["command"].(string)
-		if !strings.HasPrefix(cmd, prefix) {
-			return false
-		}
-	}
-	return true
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
-
-// setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml
-// (https://developers.openai.com/codex/mcp). The table is replaced, or
-// appended; every other line of the file stays as it was, comments too.
+// setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml.
 func setupCodex(dir string, pin []string) ([]configFile, error) {
-	path := filepath.Join(dir, ".codex", "config.toml")
-	old, err := readConfig(path)
+	f, err := mergeFile(dir, agentconfig.CodexConfigFile, func(_ string, old []byte) ([]byte, error) {
+		return agentconfig.CodexConfig(old, pin), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	args := make([]string, 0, len(pin)+1)
-	for _, a := range append([]string{"mcp"}, pin...) {
-		q, _ := json.Marshal(a) // a TOML basic string is a JSON string for these
-		args = append(args, string(q))
-	}
-	table := "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [" + strings.Join(args, ", ") + "]\n"
-	var out []string
-	lines := strings.SplitAfter(string(old), "\n")
-	replaced, skip := false, false
-	for _, l := range lines {
-		header := strings.TrimSpace(l)
-		if strings.HasPrefix(header, "[") {
-			name := strings.Trim(strings.SplitN(header, "#", 2)[0], "[] \t")
-			skip = name == "mcp_servers.crew" || strings.HasPrefix(name, "mcp_servers.crew.")
-			if name == "mcp_servers.crew" && !replaced {
-				out = append(out, table)
-				replaced = true
-			}
-		}
-		if !skip {
-			out = append(out, l)
-		}
-	}
-	content := strings.Join(out, "")
-	if !replaced {
-		if content != "" && !strings.HasSuffix(content, "\n") {
-			content += "\n"
-		}
-		if content != "" {
-			content += "\n"
-		}
-		content += table
-	} else if !strings.HasSuffix(content, "\n") {
-		content += "\n"
-	}
-	return []configFile{{path: path, old: old, new: []byte(content)}}, nil
-}
-
-// lineDiff is a line diff of a and b: lines only in a marked "-", only
-// in b "+", common ones " " (longest common subsequence; config files
-// are small).
-func lineDiff(a, b string) string {
-	x, y := splitLines(a), splitLines(b)
-	n, m := len(x), len(y)
-	lcs := make([][]int, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if x[i] == y[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var out strings.Builder
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && x[i] == y[j]:
-			out.WriteString("  " + x[i] + "\n")
-			i, j = i+1, j+1
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			out.WriteString("+ " + y[j] + "\n")
-			j++
-		default:
-			out.WriteString("- " + x[i] + "\n")
-			i++
-		}
-	}
-	return out.String()
-}
-
-func splitLines(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return []configFile{f}, nil
 }

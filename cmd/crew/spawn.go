@@ -20,7 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
-	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/proc"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -289,12 +289,9 @@ func heartbeat(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return fmt.Errorf("heartbeat takes no arguments (the task is --task or CREW_TASK): %w", crew.ErrInvalid)
 	}
-	r, id, err := e.worker()
+	beat, err := e.app().Heartbeat(c.Context, app.Heartbeat{})
 	if err != nil {
 		return err
 	}
-	if err := r.Heartbeat(id); err != nil {
-		return err
-	}
-	return e.emit(map[string]any{"task": id, "heartbeat": events.Now()}, "")
+	return e.emit(beat, "")
 }

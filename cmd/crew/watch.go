@@ -6,8 +6,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,12 +13,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
-	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/store"
 )
 
 func watchCommand() *cli.Command {
@@ -46,215 +41,29 @@ func watchCommand() *cli.Command {
 
 func watch(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
-	agent := c.String("agent")
-	if agent != "" {
-		if err := crew.ValidateID("agent", agent); err != nil {
+	req := app.Watch{Agent: c.String("agent"), Count: c.Int("count"), Timeout: c.String("timeout"),
+		NudgeAfter: c.String("nudge-after"), QuietAfter: c.String("quiet-after")}
+	if c.IsSet("since") {
+		since, err := e.since()
+		if err != nil {
 			return err
 		}
+		req.Since = &since
 	}
-	if c.Int("count") < 0 {
-		return fmt.Errorf("--count must be 0 or more: %w", crew.ErrInvalid)
-	}
-	since, err := e.since()
-	if err != nil {
-		return err
-	}
-	ctx, cancel, err := withTimeout(c)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	st, err := r.TaskState()
-	if err != nil {
-		return err
-	}
-	if !c.IsSet("since") {
-		since = st.Seq // only what arrives from now on
-	}
-	e.pastEnd(r, since, st.Seq)
-	f := newWatchFilter(r.Manifest.Leader, agent, st)
-	if agent != "" && !f.leaderSide() && len(f.tasks) == 0 {
-		fmt.Fprintf(e.stderr, "crew: watch: run %s has no task for agent %s yet; watching for one\n", r.ID(), agent)
-	}
-	cur, err := r.Events(since)
-	if err != nil {
-		return err
-	}
-	defer cur.Close()
-	w := r.Watch()
-	defer w.Close()
-	o, err := e.waitOptions()
-	if err != nil {
-		return err
-	}
-	var alerts *livenessAlerts
-	if f.leaderSide() {
-		alerts = &livenessAlerts{last: map[string]string{}}
-	}
-	wait := func() error {
-		if o.NudgeAfter > 0 || alerts != nil {
-			return e.pollWait(ctx, r, w, o, alerts)
-		}
-		err := w.Wait(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
-			return e.watchTimedOut()
-		}
-		return err
-	}
-	_, err = e.eachEvent(cur, wait, e.deliver(ctx, f))
-	return err
-}
-
-// pollWait is crew watch's wait with --nudge-after, or for the leader:
-// it waits for the log to grow, a second at most, then nudges the tasks
-// that are quiet for longer (run.NudgeQuiet), and tells the leader
-// (alerts, when not nil) of tasks that turned quiet or dead.
-func (e *env) pollWait(ctx context.Context, r *run.Run, w store.Waiter, o run.WaitOptions, alerts *livenessAlerts) error {
-	wctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	w.Wait(wctx)
-	if err := ctx.Err(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return e.watchTimedOut()
-		}
-		return err
-	}
-	st, live, err := r.TasksAlive(ctx, o.QuietAfter)
-	if err != nil {
-		return err
-	}
-	if alerts != nil {
-		if err := e.alert(ctx, alerts, st, live); err != nil {
-			return err
-		}
-	}
-	_, err = r.NudgeQuiet(ctx, st, live, o.NudgeAfter)
-	return err
-}
-
-// livenessAlerts remembers, for crew watch --agent leader, what each
-// task was last seen doing, so that a task turning quiet or dead is told
-// once per change.
-type livenessAlerts struct {
-	last map[string]string // task id -> liveness state
-}
-
-// alert prints (or hands --exec) a record for each task of st that has
-// turned quiet or dead since the last call: {"kind":"quiet"|"dead",
-// "task","liveness"}; with --exec, CREW_KIND is the state and CREW_TASK
-// the task (runExec).
-func (e *env) alert(ctx context.Context, a *livenessAlerts, st *state.State, live map[string]*run.Liveness) error {
-	for _, t := range st.TaskList() {
-		now := ""
-		if l := live[t.ID]; l != nil {
-			now = l.State
-		}
-		before := a.last[t.ID]
-		a.last[t.ID] = now
-		if now == before || (now != run.LiveQuiet && now != run.LiveDead) {
-			continue
-		}
-		l := live[t.ID]
-		rec := map[string]any{"kind": now, "task": t, "liveness": l}
-		if cmd := e.c.String("exec"); cmd != "" {
-			e.runExec(ctx, cmd, rec, "task "+t.ID+" turning "+now, "CREW_RUN="+st.Run, "CREW_TASK="+t.ID, "CREW_KIND="+now)
-		} else if err := e.emit(rec, fmt.Sprintf("%s is %s", t.ID, livenessText(l))); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// watchTimedOut is crew watch's error at its --timeout.
-func (e *env) watchTimedOut() error {
-	return fmt.Errorf("watch: no more messages within --timeout %s: %w", e.c.String("timeout"), crew.ErrTimeout)
-}
-
-// deliver returns crew watch's callback for eachEvent: it prints each
-// message that f matches, or runs --exec for it, and ends the watch after
-// --count of them.
-func (e *env) deliver(ctx context.Context, f *watchFilter) func(*events.Event) error {
-	seen, count := 0, e.c.Int("count")
-	return func(ev *events.Event) error {
-		f.learn(ev)
-		taskID, ok := f.match(ev)
-		if !ok {
-			return nil
-		}
-		m := *ev.Message
-		if m.To == events.Broadcast && f.agent != "" {
-			m.To = taskID // this agent's copy, as crew inbox shows it
-		}
-		seen++
-		if cmd := e.c.String("exec"); cmd != "" {
-			e.execFor(ctx, cmd, &m, taskID)
-		} else if err := e.emit(&m, messageText(&m)); err != nil {
-			return err
-		}
-		if seen == count {
-			return errStop
+	cmd := c.String("exec")
+	return e.app().Watch(c.Context, req, e.warn, func(ctx context.Context, w app.Watched) error {
+		switch {
+		case w.Alert != nil && cmd != "":
+			e.runExec(ctx, cmd, w.Alert, "task "+w.Task+" turning "+w.Alert.Kind, "CREW_RUN="+w.Run, "CREW_TASK="+w.Task, "CREW_KIND="+w.Alert.Kind)
+		case w.Alert != nil:
+			return e.emit(w.Alert, fmt.Sprintf("%s is %s", w.Task, livenessText(w.Alert.Liveness)))
+		case cmd != "":
+			e.execFor(ctx, cmd, w.Message, w.Task)
+		default:
+			return e.emit(w.Message, messageText(w.Message))
 		}
 		return nil
-	}
-}
-
-// watchFilter selects the messages crew watch --agent follows.
-type watchFilter struct {
-	leader string          // the run's leader agent
-	agent  string          // "" follows every message
-	tasks  map[string]bool // the tasks agent stands for: its own id, or the tasks whose agent it is
-}
-
-func newWatchFilter(leader, agent string, st *state.State) *watchFilter {
-	f := &watchFilter{leader: leader, agent: agent, tasks: map[string]bool{}}
-	for _, t := range st.Tasks {
-		if t.ID == agent || t.Agent == agent {
-			f.tasks[t.ID] = true
-		}
-	}
-	return f
-}
-
-// leaderSide reports whether the agent followed is the leader.
-func (f *watchFilter) leaderSide() bool {
-	return f.agent == f.leader || f.agent == run.Leader
-}
-
-// learn notes tasks added to the run while watching.
-func (f *watchFilter) learn(e *events.Event) {
-	if e.Type != events.TaskCreated || f.agent == "" {
-		return
-	}
-	var spec state.TaskSpec
-	json.Unmarshal(e.Data, &spec)
-	if e.Task == f.agent || spec.Agent == f.agent {
-		f.tasks[e.Task] = true
-	}
-}
-
-// match reports whether event e carries a message for the followed agent,
-// and the task it concerns (for a broadcast followed for an agent, the
-// agent's receiving task; otherwise the message's task).
-func (f *watchFilter) match(e *events.Event) (string, bool) {
-	m := e.Message
-	switch {
-	case m == nil:
-		return "", false
-	case f.agent == "":
-		return m.Task, true
-	case m.Direction == events.Outbox:
-		return m.Task, f.leaderSide()
-	}
-	for _, t := range state.Recipients(e) {
-		if f.tasks[t] {
-			return t, true
-		}
-	}
-	return "", false
+	})
 }
 
 // execFor runs cmd with sh -c for one message: the message as one JSON

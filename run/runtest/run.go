@@ -549,7 +549,7 @@ func testRunLostCopyIsDeliveredByTheNextWriter(t *testing.T, s Store) {
 	h := head(t, r)
 	lost := &events.Event{Seq: h + 1, At: events.Now(), Type: events.MessageSent, Run: "r1", Task: "t1", Actor: "leader",
 		Message: &events.Message{ID: "01900000-0000-7000-8000-00000000a001", Seq: h + 1, Run: "r1", Task: "t1", Kind: events.KindSteer,
-			Direction: events.Inbox, From: "leader", To: "t1", Body: "lost copy", Priority: "normal", Status: events.StatusPending, SentAt: events.Now()}}
+			Direction: events.Inbox, From: "leader", To: "t1", Body: "lost copy", Priority: events.DefaultPriority, Status: events.StatusPending, SentAt: events.Now()}}
 	if err := s.AppendUnprojected(context.Background(), lost); err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 // messages have been copied into it. Its keys:
 //
 //	box.<agent>                 the agent has a mailbox (like its directory)
-//	mail.<agent>.<name>         a message, <name> as mailbox.Name gives it; the value is
-//	                            the mail file's content (mailbox.Mail.Marshal)
+//	mail.<agent>.<name>         a message: <name> and the value are the mail file's name
+//	                            and content, as mailbox.File makes them
 //	archive.<agent>.<name>      an archived message (crew mail archive)
 //	projected.<run>             the seq up to which run's messages are copied here
 //	name.<kind>.<lower-case id> the run or mailbox (kind "run" or "box") that holds an
@@ -38,9 +38,16 @@ import (
 const MailBucket = "CREW_MAIL"
 
 // Mail is the mail tree of a Store, in MailBucket. It implements
-// mailbox.Store with mailbox.Tree's rules; each method is bounded by the
-// store's request timeout. The bucket is created on first use with the
-// store's replicas.
+// mailbox.Store with mailbox.Tree's rules, by calling the functions that
+// state them rather than a copy: mailbox.File makes a message's name and
+// content (defaults and checks included), mailbox.WithRead changes its
+// read flag, mailbox.HoldsMessage tells a delivery already made,
+// mailbox.IsFileName and mailbox.NameHasID find a message by name or id,
+// mailbox.ParseEntry and mailbox.SortEntries read and order a mailbox,
+// Mail.Archivable chooses what to archive, and mailbox.NoMailbox and
+// mailbox.NoMessage are its errors. Each method is bounded by the store's
+// request timeout. The bucket is created on first use with the store's
+// replicas.
 type Mail struct {
 	s *Store
 
@@ -155,12 +162,6 @@ func (m *Mail) claim(kind, id string) error {
 	})
 }
 func entryPath(key string) string { return MailBucket + ":" + key }
-func noMailbox(agent, hint string) error {
-	return fmt.Errorf("no mailbox for agent %s%s: %w", agent, hint, crew.ErrNotFound)
-}
-func noMessage(agent, id string) error {
-	return fmt.Errorf("no message %s for agent %s: %w", id, agent, crew.ErrNotFound)
-}
 func (m *Mail) failed(doing string, err error) error {
 	return fmt.Errorf("%s on NATS at %s: %w", doing, m.s.url, err)
 }
@@ -265,7 +266,7 @@ func (m *Mail) Agents() ([]string, error) {
 }
 
 // Deliver implements mailbox.Store: it creates mail.<agent>.<name>
-// (Name(m)), which never overwrites: an update at revision 0 (stored only
+// (mailbox.File), which never overwrites: an update at revision 0 (stored only
 // if the key never held a value) takes a fresh name in one request. A
 // message of that name with the same id already there, or already
 // archived, is left as it is (the delivery is idempotent, and cheap to
@@ -275,18 +276,14 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 	if err := crew.ValidateID("agent", agent); err != nil {
 		return "", err
 	}
-	if msg.Priority == "" {
-		msg.Priority = "normal"
-	}
-	if err := mailbox.Check(msg); err != nil {
+	name, data, err := mailbox.File(msg)
+	if err != nil {
 		return "", fmt.Errorf("deliver to %s: %w", agent, err)
 	}
-	data, _ := msg.Marshal()
-	name := mailbox.Name(msg)
 	if !m.Exists(agent) {
-		return "", noMailbox(agent, "; create it with --create-recipient")
+		return "", mailbox.NoMailbox(agent, true)
 	}
-	err := m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
+	err = m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
 		// A name that never held a message (not even one since archived
 		// or deleted) is taken at once: an update at revision 0.
 		_, err := kv.Update(ctx, mailKey(agent, name), data, 0)
@@ -303,7 +300,7 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 		// before (a projection done twice).
 		e, err := kv.Get(ctx, mailKey(agent, name))
 		switch {
-		case err == nil && sameID(e.Value(), msg.ID):
+		case err == nil && mailbox.HoldsMessage(e.Value(), msg.ID):
 			return nil
 		case err == nil:
 			return fmt.Errorf("deliver to %s: %s holds another message: %w", agent, entryPath(mailKey(agent, name)), crew.ErrConflict)
@@ -312,7 +309,7 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 		}
 		// Delivered before and archived since: delivering it again would
 		// show an archived message as new.
-		if e, err := kv.Get(ctx, archiveKey(agent, name)); err == nil && sameID(e.Value(), msg.ID) {
+		if e, err := kv.Get(ctx, archiveKey(agent, name)); err == nil && mailbox.HoldsMessage(e.Value(), msg.ID) {
 			return nil
 		}
 		_, err = kv.Create(ctx, mailKey(agent, name), data) // deleted otherwise: take it again
@@ -325,11 +322,6 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 		return "", err
 	}
 	return name, nil
-}
-
-func sameID(data []byte, id string) bool {
-	p, err := mailbox.Parse(data)
-	return err == nil && p.ID == id
 }
 
 // entry is a message of the bucket: its Entry and the revision read.
@@ -345,7 +337,7 @@ type entry struct {
 func (m *Mail) read(ctx context.Context, kv jetstream.KeyValue, agent, key string) (entry, error) {
 	kve, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return entry{}, noMessage(agent, entryName(agent, key))
+		return entry{}, mailbox.NoMessage(agent, entryName(agent, key))
 	}
 	if err != nil {
 		return entry{}, m.failed("read "+entryPath(key), err)
@@ -363,17 +355,10 @@ func entryName(agent, key string) string {
 // parse is crew.ErrDamaged.
 func parseEntry(agent string, kve jetstream.KeyValueEntry) (entry, error) {
 	key := kve.Key()
-	name := entryName(agent, key)
-	e := entry{Entry: mailbox.Entry{Name: name, Path: entryPath(key), Archived: strings.HasPrefix(key, "archive.")},
-		key: key, data: kve.Value(), rev: kve.Revision()}
+	e := entry{key: key, data: kve.Value(), rev: kve.Revision()}
 	var err error
-	if e.Mail, err = mailbox.ParseMessage(e.data); err != nil {
-		return e, fmt.Errorf("mail %s: %w", e.Path, err)
-	}
-	if e.Mail.ID == "" {
-		e.Mail.ID = strings.TrimSuffix(name, ".json")
-	}
-	return e, nil
+	e.Entry, err = mailbox.ParseEntry(entryName(agent, key), entryPath(key), strings.HasPrefix(key, "archive."), e.data)
+	return e, err
 }
 
 // checkBox returns crew.ErrInvalid for a bad agent id and
@@ -383,7 +368,7 @@ func (m *Mail) checkBox(agent string) error {
 		return err
 	}
 	if !m.Exists(agent) {
-		return noMailbox(agent, "")
+		return mailbox.NoMailbox(agent, false)
 	}
 	return nil
 }
@@ -434,12 +419,7 @@ func (m *Mail) List(agent string, includeArchive bool) ([]mailbox.Entry, []error
 	if err != nil {
 		return nil, nil, m.failed("list the mail of "+agent, err)
 	}
-	slices.SortStableFunc(out, func(a, b mailbox.Entry) int {
-		if c := a.Mail.Timestamp.Compare(b.Mail.Timestamp); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	mailbox.SortEntries(out)
 	return out, errs, nil
 }
 
@@ -459,7 +439,7 @@ func (m *Mail) find(agent, id string) (entry, error) {
 	}
 	for _, prefix := range []string{"mail." + agent + ".", "archive." + agent + "."} {
 		var keys []string
-		if strings.HasSuffix(id, ".json") {
+		if mailbox.IsFileName(id) {
 			keys = []string{prefix + id} // a whole name (what the run's projection passes)
 		} else {
 			all, err := m.keys(prefix)
@@ -467,7 +447,7 @@ func (m *Mail) find(agent, id string) (entry, error) {
 				return entry{}, err
 			}
 			for _, k := range all {
-				if name := strings.TrimPrefix(k, prefix); name == id+".json" || strings.HasSuffix(name, "-"+id+".json") {
+				if mailbox.NameHasID(strings.TrimPrefix(k, prefix), id) {
 					keys = append(keys, k)
 				}
 			}
@@ -486,11 +466,11 @@ func (m *Mail) find(agent, id string) (entry, error) {
 			}
 		}
 	}
-	return entry{}, noMessage(agent, id)
+	return entry{}, mailbox.NoMessage(agent, id)
 }
 
-// SetRead implements mailbox.Store: the message's "read" is set with a
-// compare-and-set on the revision it was read at; if another writer
+// SetRead implements mailbox.Store: the message's "read" is set
+// (mailbox.WithRead) with a compare-and-set on the revision it was read at; if another writer
 // changed the message meanwhile, it reads it again (up to 3 times, then
 // crew.ErrConflict). A message already in that state is left as it is.
 func (m *Mail) SetRead(agent, id string, read bool, sync bool) error {
@@ -502,8 +482,7 @@ func (m *Mail) SetRead(agent, id string, read bool, sync bool) error {
 		if e.Mail.Read == read {
 			return nil
 		}
-		e.Mail.Read = read
-		data, err := e.Mail.Marshal()
+		data, err := mailbox.WithRead(e.data, read)
 		if err != nil {
 			return fmt.Errorf("mark %s: %w", e.Path, err)
 		}
@@ -538,10 +517,10 @@ func (m *Mail) Archive(agent string, olderThan time.Duration, includeUnread bool
 	var moved []string
 	var errs []error
 	for _, en := range entries {
-		if !en.Mail.Timestamp.Before(cutoff) || (!en.Mail.Read && !includeUnread) {
+		if !en.Mail.Archivable(cutoff, includeUnread) {
 			continue
 		}
-		if err := m.move(agent, en.Name, includeUnread); err != nil {
+		if err := m.move(agent, en.Name, cutoff, includeUnread); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -551,7 +530,7 @@ func (m *Mail) Archive(agent string, olderThan time.Duration, includeUnread bool
 }
 
 // move archives message name of agent (see Archive).
-func (m *Mail) move(agent, name string, includeUnread bool) error {
+func (m *Mail) move(agent, name string, cutoff time.Time, includeUnread bool) error {
 	from, to := mailKey(agent, name), archiveKey(agent, name)
 	return m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
 		for range 3 {
@@ -559,7 +538,7 @@ func (m *Mail) move(agent, name string, includeUnread bool) error {
 			if err != nil {
 				return err
 			}
-			if !e.Mail.Read && !includeUnread {
+			if !e.Mail.Archivable(cutoff, includeUnread) {
 				return nil // read again as unread: it stays (nothing disappears unseen)
 			}
 			arch, err := kv.Get(ctx, to)
@@ -568,7 +547,7 @@ func (m *Mail) move(agent, name string, includeUnread bool) error {
 				_, err = kv.Create(ctx, to, e.data)
 			case err != nil:
 			case bytes.Equal(arch.Value(), e.data):
-			case sameID(arch.Value(), e.Mail.ID):
+			case mailbox.HoldsMessage(arch.Value(), e.Mail.ID):
 				_, err = kv.Update(ctx, to, e.data, arch.Revision()) // our own copy of an older revision
 			default:
 				return fmt.Errorf("archive %s: %s exists and differs; left in place: %w", e.Path, entryPath(to), crew.ErrConflict)

@@ -38,7 +38,7 @@ func created(id string) *events.Event {
 func steer(actor, reason, id string) *events.Event {
 	return &events.Event{Type: events.MessageSent, Task: "t1", Actor: actor, Reason: reason,
 		Message: &events.Message{ID: id, Task: "t1", Kind: events.KindSteer, Direction: events.Inbox,
-			From: actor, To: "t1", Body: "body " + actor, Priority: "normal"}}
+			From: actor, To: "t1", Body: "body " + actor, Priority: events.DefaultPriority}}
 }
 
 // newID returns a fresh message id.

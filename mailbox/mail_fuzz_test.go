@@ -32,17 +32,17 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Marshal not stable: %s then %s (%v)", out, out2, err)
 		}
 
-		flipped, err := treeSetReadBytes(data, !m.Read)
+		flipped, err := WithRead(data, !m.Read)
 		if err != nil {
-			t.Fatalf("treeSetReadBytes: %v", err)
+			t.Fatalf("WithRead: %v", err)
 		}
 		m3, err := Parse(flipped)
 		if err != nil {
-			t.Fatalf("Parse after treeSetReadBytes fails: %v\n%q", err, flipped)
+			t.Fatalf("Parse after WithRead fails: %v\n%q", err, flipped)
 		}
 		m.Read = !m.Read
 		if !sameMail(m, m3) {
-			t.Fatalf("after treeSetReadBytes: %+v\nwant %+v", m3, m)
+			t.Fatalf("after WithRead: %+v\nwant %+v", m3, m)
 		}
 	})
 }

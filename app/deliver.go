@@ -1,0 +1,297 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
+)
+
+// Moment is a point of a worker agent's loop where crew delivers
+// (Deliver). An agent's hooks name them in its own words: Claude Code's
+// SessionStart, PostToolUse, Stop and UserPromptSubmit, Gemini CLI's
+// SessionStart, AfterTool, AfterAgent and BeforeAgent (cmd/crew,
+// crew hook).
+type Moment string
+
+// The moments, and what each delivers (README.md, What the agent sees,
+// and when).
+const (
+	// AtSessionStart: the session starts, resumes, was cleared or
+	// compacted. The brief: the run, the task, its done-when, the
+	// leader, how to use crew, and every message not yet acknowledged.
+	AtSessionStart Moment = "session-start"
+	// AtToolResult: a tool call ended, the next safe point. Steers,
+	// nudges and broadcasts not delivered before, urgent first.
+	AtToolResult Moment = "tool-result"
+	// AtStop: the agent wants to end its turn. Messages not delivered
+	// before (follow-ups above all) block it; see Deliver.
+	AtStop Moment = "stop"
+	// AtPrompt: a prompt was submitted. Everything not delivered before.
+	AtPrompt Moment = "prompt"
+)
+
+// MaxStopBlocks is how many stops in a row (Deliver.StopActive) Deliver
+// blocks at the most: after that the agent may stop whatever is open.
+const MaxStopBlocks = 3
+
+// Deliver is one moment of a worker agent's loop: the request of
+// Deliver.
+type Deliver struct {
+	Run    string `json:"run,omitempty" jsonschema:"the run id (default: the identity's, else the most recently created run)"`
+	Moment Moment `json:"moment" jsonschema:"session-start, tool-result, stop or prompt"`
+	// Session is the agent's session id: the count of stops in a row
+	// blocked is the session's.
+	Session string `json:"session,omitempty" jsonschema:"the agent's session id"`
+	// StopActive, at AtStop, says that a stop was blocked before in this
+	// turn (Claude Code's stop_hook_active).
+	StopActive bool   `json:"stopActive,omitempty" jsonschema:"at stop: a stop was blocked before in this turn"`
+	Task       string `json:"-"` // the worker's task (default: the identity's; none: nothing is delivered)
+}
+
+// Delivery is what a moment delivers to the agent.
+type Delivery struct {
+	Moment Moment `json:"moment"`
+	// Text is what the model is shown: at AtStop with Block the reason
+	// it may not stop (its next instruction), at the other moments
+	// context added to its conversation. "" is nothing to show.
+	Text string `json:"text,omitempty"`
+	// Block, at AtStop only, says the agent must not end its turn.
+	Block bool `json:"block,omitempty"`
+	// Delivered are the ids of the messages this delivery shows that
+	// were marked delivered (message.delivered) by it.
+	Delivered []string `json:"delivered,omitempty"`
+}
+
+// Deliver says what the worker's agent is shown at a moment of its
+// loop, and records it: the messages shown for the first time are
+// marked delivered (as crew inbox marks them), so the leader sees what
+// reached the agent and no moment shows them as new again. Every call is
+// a sign of the worker's life (docs/concepts.md, Liveness).
+//
+// At AtStop, messages not delivered before (follow-ups, steers not yet
+// shown; not responses) block the stop, with them as the reason; steers
+// delivered but not acknowledged, and a question still open, block it
+// once, with a reminder, when no stop was blocked before in the turn
+// (StopActive false). No more than MaxStopBlocks stops in a row are
+// blocked: the count is kept per session beside the worker's heartbeat
+// (run.Run.StopBlocks), reset by every stop that is not a continued one.
+//
+// A request without a task (none given, none in the identity: the
+// agent is no crew worker) delivers nothing and opens nothing. Errors:
+// crew.ErrInvalid for an unknown moment or a bad task id, those of
+// opening the run (crew.ErrNotFound) and the task, and I/O errors of
+// the store and of the stop count.
+func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
+	d := &Delivery{Moment: req.Moment}
+	switch req.Moment {
+	case AtSessionStart, AtToolResult, AtStop, AtPrompt:
+	default:
+		return nil, fmt.Errorf("unknown moment %q: session-start, tool-result, stop or prompt: %w", req.Moment, crew.ErrInvalid)
+	}
+	if req.Task == "" && a.Identity.Task == "" {
+		return d, nil // not a crew worker
+	}
+	id, err := a.task(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	r, err := a.Run(req.Run)
+	if err != nil {
+		return nil, err
+	}
+	r.Alive(id, true)
+	w := &delivery{ctx: ctx, r: r, task: id, req: req, d: d}
+	switch req.Moment {
+	case AtSessionStart:
+		err = w.brief()
+	case AtToolResult:
+		err = w.fresh(func(m *events.Message) bool {
+			return m.Kind == events.KindSteer || m.Kind == events.KindNudge || m.Kind == events.KindMessage
+		})
+	case AtPrompt:
+		err = w.fresh(func(*events.Message) bool { return true })
+	case AtStop:
+		err = w.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// delivery is one Deliver call for one task.
+type delivery struct {
+	ctx  context.Context
+	r    *run.Run
+	task string
+	req  Deliver
+	d    *Delivery
+}
+
+// open returns the task and its messages not yet acknowledged, urgent
+// first, then oldest first (run.Pending: nothing is marked).
+func (w *delivery) open() (*state.Task, []events.Message, error) {
+	p, err := w.r.Pending(w.task)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Task, p.Messages, nil
+}
+
+// markDelivered records that the agent was shown msgs, so that no moment
+// shows them as new again, and lists them in the Delivery. It is not cut
+// short by ctx's end: the agent is being shown them.
+func (w *delivery) markDelivered(msgs []events.Message) error {
+	var ids []string
+	for _, m := range msgs {
+		if m.Status == events.StatusPending {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := w.r.MarkDelivered(context.WithoutCancel(w.ctx), w.task, ids); err != nil {
+		return err
+	}
+	w.d.Delivered = ids
+	return nil
+}
+
+// brief is AtSessionStart's delivery: the worker's brief, at startup and
+// again after a resume, a clear or a compaction.
+func (w *delivery) brief() error {
+	t, msgs, err := w.open()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	m := w.r.Manifest
+	fmt.Fprintf(&b, "You are a crew worker: run %s", m.ID)
+	if m.Title != "" {
+		fmt.Fprintf(&b, " (%s)", m.Title)
+	}
+	fmt.Fprintf(&b, ", task %s", t.ID)
+	if t.Title != "" {
+		fmt.Fprintf(&b, ": %s", t.Title)
+	}
+	fmt.Fprintf(&b, ". Status: %s. Your leader is %s.\n", t.Status, m.Leader)
+	if t.DoneWhen != "" {
+		fmt.Fprintf(&b, "The task is done when this command exits 0: %s\n", t.DoneWhen)
+	}
+	b.WriteString(workerRules)
+	if t.Status == task.Waiting {
+		fmt.Fprintf(&b, "You asked the leader a question (id %s) that is still open: wait for the answer with crew await %s (or crew_await).\n", t.Question, t.Question)
+	}
+	if len(msgs) > 0 {
+		fmt.Fprintf(&b, "\nMessages not yet acknowledged (%d):\n%s", len(msgs), listMessages(msgs))
+	}
+	if err := w.markDelivered(msgs); err != nil {
+		return err
+	}
+	w.d.Text = b.String()
+	return nil
+}
+
+// workerRules is how a worker uses crew, in the brief.
+const workerRules = `Use crew (the crew_* MCP tools, or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID); when you need a decision, crew ask "..." --wait and follow the answer; crew task complete when done.
+`
+
+// fresh delivers the messages not delivered before that pick selects,
+// urgent first, as context for the model, and marks them delivered.
+func (w *delivery) fresh(pick func(*events.Message) bool) error {
+	_, msgs, err := w.open()
+	if err != nil {
+		return err
+	}
+	var fresh []events.Message
+	for i := range msgs {
+		if msgs[i].Status == events.StatusPending && pick(&msgs[i]) {
+			fresh = append(fresh, msgs[i])
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	if err := w.markDelivered(fresh); err != nil {
+		return err
+	}
+	w.d.Text = fmt.Sprintf("crew: new from the leader (run %s, task %s); act on steers before going on, and acknowledge each message once acted on (crew ack ID):\n%s",
+		w.r.ID(), w.task, listMessages(fresh))
+	return nil
+}
+
+// stop decides whether the agent may end its turn (Deliver, AtStop).
+func (w *delivery) stop() error {
+	active, session := w.req.StopActive, w.req.Session
+	blocks := 0
+	if !active {
+		if err := w.r.SetStopBlocks(w.task, session, 0); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if blocks, err = w.r.StopBlocks(w.task, session); err != nil {
+			return err
+		}
+		if blocks >= MaxStopBlocks {
+			return w.r.SetStopBlocks(w.task, session, 0)
+		}
+	}
+	t, msgs, err := w.open()
+	if err != nil || t.Status.Terminal() {
+		return err
+	}
+	var fresh, unacked []events.Message
+	for _, m := range msgs {
+		switch {
+		case m.Status == events.StatusPending && m.Kind != events.KindResponse:
+			fresh = append(fresh, m)
+		case m.Kind == events.KindSteer:
+			unacked = append(unacked, m)
+		}
+	}
+	var reason strings.Builder
+	if len(fresh) > 0 {
+		fmt.Fprintf(&reason, "crew: before you stop, the leader sent you (run %s, task %s):\n%s", w.r.ID(), w.task, listMessages(fresh))
+	}
+	if !active {
+		if len(unacked) > 0 {
+			fmt.Fprintf(&reason, "crew: steers you have not acknowledged; act on them, then crew ack ID:\n%s", listMessages(unacked))
+		}
+		if t.Status == task.Waiting {
+			fmt.Fprintf(&reason, "crew: your question %s to the leader is still open: wait for the answer with crew await %s (or crew_await), then go on.\n", t.Question, t.Question)
+		}
+	}
+	if reason.Len() == 0 {
+		return nil
+	}
+	if err := w.markDelivered(fresh); err != nil {
+		return err
+	}
+	if err := w.r.SetStopBlocks(w.task, session, blocks+1); err != nil {
+		return err
+	}
+	w.d.Text, w.d.Block = reason.String(), true
+	return nil
+}
+
+// listMessages lists messages for the model: a header line and the body
+// of each.
+func listMessages(msgs []events.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "- %s from %s", m.Kind, m.From)
+		if m.Priority != "" && m.Priority != events.DefaultPriority {
+			fmt.Fprintf(&b, " [%s]", m.Priority)
+		}
+		fmt.Fprintf(&b, " (id %s): %s\n", m.ID, strings.ReplaceAll(m.Body, "\n", "\n  "))
+	}
+	return b.String()
+}

@@ -1,0 +1,107 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
+)
+
+// newWorker returns an App acting for task t1 (started) of run r1 in a
+// fresh state root, and the run.
+func newWorker(t *testing.T) (*app.App, *run.Run) {
+	t.Helper()
+	root, err := run.Init(t.TempDir(), crew.PrivatePerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	r, err := root.Create(run.CreateOptions{ID: "r1", Title: "fix Reverse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := r.AddTask(ctx, "t1", state.TaskSpec{Agent: "w1", Title: "runes"}, "leader"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Transition(ctx, "t1", task.Start, "w1", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	return app.New(func() (*run.Root, error) { return root, nil }, app.Identity{Run: "r1", Task: "t1"}), r
+}
+
+// TestDeliverStopCount: a flood of follow-ups blocks no more than
+// MaxStopBlocks stops in a row; the count is the session's, kept in the
+// run's workers/t1.stops, and a stop that is not a continued one starts
+// it again.
+func TestDeliverStopCount(t *testing.T) {
+	a, r := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(a.Root, app.Identity{Run: "r1"})
+	stop := func(session string, active bool) *app.Delivery {
+		t.Helper()
+		if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "one more thing"}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: session, StopActive: active})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for i := 0; i < app.MaxStopBlocks; i++ {
+		if d := stop("s1", i > 0); !d.Block || len(d.Delivered) != 1 || !strings.Contains(d.Text, d.Delivered[0]) {
+			t.Fatalf("stop %d: %+v, want blocked by the follow-up", i+1, d)
+		}
+	}
+	if n, err := r.StopBlocks("t1", "s1"); err != nil || n != app.MaxStopBlocks {
+		t.Fatalf("StopBlocks = %d, %v; want %d", n, err, app.MaxStopBlocks)
+	}
+	if n, err := r.StopBlocks("t1", "s2"); err != nil || n != 0 {
+		t.Fatalf("another session's StopBlocks = %d, %v; want 0", n, err)
+	}
+	if d := stop("s1", true); d.Block {
+		t.Fatalf("stop %d in a row blocked: %+v", app.MaxStopBlocks+1, d)
+	}
+	path := filepath.Join(r.Dir(), "workers", "t1.stops")
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the count is kept after the agent was let stop: %v", err)
+	}
+	if d := stop("s1", false); !d.Block {
+		t.Fatalf("a new turn's stop: %+v, want blocked", d)
+	}
+	// A count that cannot be read is an error, not a guess; the next
+	// stop of a new turn starts again.
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1", StopActive: true}); !errors.Is(err, crew.ErrDamaged) {
+		t.Fatalf("a damaged count: %v, want crew.ErrDamaged", err)
+	}
+	if d := stop("s1", false); !d.Block {
+		t.Fatalf("after a damaged count, a new turn's stop: %+v, want blocked", d)
+	}
+}
+
+// TestDeliverNoTask: an agent that is no crew worker is delivered
+// nothing, and no state root is looked for.
+func TestDeliverNoTask(t *testing.T) {
+	a := app.New(func() (*run.Root, error) { return nil, errors.New("no root should be opened") }, app.Identity{})
+	for _, m := range []app.Moment{app.AtSessionStart, app.AtToolResult, app.AtStop, app.AtPrompt} {
+		d, err := a.Deliver(context.Background(), app.Deliver{Moment: m})
+		if err != nil || d.Text != "" || d.Block || d.Moment != m {
+			t.Fatalf("%s without a task: %+v, %v", m, d, err)
+		}
+	}
+	if _, err := a.Deliver(context.Background(), app.Deliver{Moment: "later"}); !errors.Is(err, crew.ErrInvalid) {
+		t.Fatalf("unknown moment: %v, want crew.ErrInvalid", err)
+	}
+}

@@ -1,0 +1,259 @@
+// Package agentconfig merges crew into the configuration files of the
+// agents crew sets up (crew setup claude|codex|gemini): crew mcp as an
+// MCP server, and, for Claude Code and Gemini CLI, a crew hook command
+// per hook event. Its functions are pure, over the files' content: the
+// command reads the files, calls them, shows or writes what changed.
+//
+// A merge keeps everything that is not crew's: other keys, servers and
+// hooks stay where they are, and crew's own entries of an earlier setup
+// (perhaps with other pins) are replaced, so a second setup with the
+// same pins changes nothing. JSON files are written with sorted keys,
+// two-space indented, unless their content does not change, when they
+// are left as they were; in Codex's TOML every line but crew's table is
+// kept, comments too.
+package agentconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/crew-dev/crew"
+)
+
+// The files each agent reads, relative to the project directory
+// (slash-separated).
+const (
+	// ClaudeMCPFile holds Claude Code's project MCP servers.
+	ClaudeMCPFile = ".mcp.json"
+	// ClaudeSettingsFile holds Claude Code's project hooks
+	// (https://code.claude.com/docs/en/hooks).
+	ClaudeSettingsFile = ".claude/settings.json"
+	// GeminiSettingsFile holds Gemini CLI's MCP servers and hooks
+	// (https://geminicli.com/docs/tools/mcp-server,
+	// https://geminicli.com/docs/hooks/reference).
+	GeminiSettingsFile = ".gemini/settings.json"
+	// CodexConfigFile holds Codex's MCP servers
+	// (https://developers.openai.com/codex/mcp).
+	CodexConfigFile = ".codex/config.toml"
+)
+
+// Hooks are the crew hook commands of one agent: for each event, in
+// order, "crew hook AGENT EVENT" and the pinned arguments.
+type Hooks struct {
+	Agent     string   // the agent's name on crew hook's command line: claude, gemini
+	Events    []string // the agent's hook events crew answers, in order
+	ToolEvent string   // the one of Events that follows every tool call
+}
+
+// MergeJSON decodes old, the content of the JSON file called name in
+// messages (nil or blank: none yet, an empty object), lets edit change
+// the object, and returns the new content (sorted keys, two-space
+// indented), or old itself when its content is the same (the user's
+// formatting stays). Unknown keys are kept. Content that is no JSON
+// object is crew.ErrInvalid: crew does not overwrite it.
+func MergeJSON(name string, old []byte, edit func(map[string]any)) ([]byte, error) {
+	doc := map[string]any{}
+	if len(bytes.TrimSpace(old)) > 0 {
+		if err := json.Unmarshal(old, &doc); err != nil {
+			return nil, fmt.Errorf("%s is not a JSON object (%v); fix or move it, crew does not overwrite it: %w", name, err, crew.ErrInvalid)
+		}
+	}
+	edit(doc)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	if old != nil && jsonEqual(old, b.Bytes()) {
+		return old, nil
+	}
+	return b.Bytes(), nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}
+
+// ClaudeMCP merges crew mcp, with the pinned arguments (--run R --task
+// T), into Claude Code's .mcp.json: mcpServers.crew of {type: stdio,
+// command, args}. name is the file's name in messages (MergeJSON).
+func ClaudeMCP(name string, old []byte, pin []string) ([]byte, error) {
+	return MergeJSON(name, old, func(doc map[string]any) {
+		object(doc, "mcpServers")["crew"] = map[string]any{"type": "stdio", "command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
+	})
+}
+
+// ClaudeSettings merges crew's hooks h, with the pinned arguments, into
+// Claude Code's .claude/settings.json: hooks.<Event>[] of {matcher,
+// hooks: [{type: "command", command}]}, the tool event's matching every
+// tool ("*").
+func ClaudeSettings(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
+	return MergeJSON(name, old, func(doc map[string]any) {
+		addHooks(doc, h, "*", pin)
+	})
+}
+
+// GeminiSettings merges crew mcp and crew's hooks h, with the pinned
+// arguments, into Gemini CLI's .gemini/settings.json:
+// mcpServers.crew of {command, args}, and hooks as Claude Code's, the
+// tool event's without a matcher (which matches every tool).
+func GeminiSettings(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
+	return MergeJSON(name, old, func(doc map[string]any) {
+		object(doc, "mcpServers")["crew"] = map[string]any{"command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
+		addHooks(doc, h, "", pin)
+	})
+}
+
+// object returns doc[key] as an object, making it if missing or not one.
+func object(doc map[string]any, key string) map[string]any {
+	if m, ok := doc[key].(map[string]any); ok {
+		return m
+	}
+	m := map[string]any{}
+	doc[key] = m
+	return m
+}
+
+// addHooks sets doc's hooks.<Event>[] entry running crew hook for each
+// of h's events, the tool event with matcher toolMatcher (none when "").
+// crew's own entries (an earlier setup, maybe with other pins) are
+// replaced; everything else stays in its place.
+func addHooks(doc map[string]any, h Hooks, toolMatcher string, pin []string) {
+	hooks := object(doc, "hooks")
+	prefix := "crew hook " + h.Agent + " "
+	for _, ev := range h.Events {
+		command := prefix + strings.Join(append([]string{ev}, pin...), " ")
+		entry := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command}}}
+		if ev == h.ToolEvent && toolMatcher != "" {
+			entry["matcher"] = toolMatcher
+		}
+		groups, _ := hooks[ev].([]any)
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g any) bool { return isCrewHook(g, prefix) })
+		hooks[ev] = append(groups, entry)
+	}
+}
+
+// isCrewHook reports whether a hooks group is one crew setup wrote: all
+// its commands start with prefix (crew hook AGENT).
+func isCrewHook(group any, prefix string) bool {
+	g, _ := group.(map[string]any)
+	hs, _ := g["hooks"].([]any)
+	if len(hs) == 0 {
+		return false
+	}
+	for _, h := range hs {
+		m, _ := h.(map[string]any)
+		cmd, _ := m["command"].(string)
+		if !strings.HasPrefix(cmd, prefix) {
+			return false
+		}
+	}
+	return true
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// CodexConfig merges crew mcp, with the pinned arguments, into Codex's
+// .codex/config.toml (old: its content, nil for none) as the table
+// [mcp_servers.crew]: the table (and its sub-tables) is replaced, or
+// appended after a blank line; every other line stays as it was,
+// comments too.
+func CodexConfig(old []byte, pin []string) []byte {
+	args := make([]string, 0, len(pin)+1)
+	for _, a := range append([]string{"mcp"}, pin...) {
+		q, _ := json.Marshal(a) // a TOML basic string is a JSON string for these
+		args = append(args, string(q))
+	}
+	table := "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [" + strings.Join(args, ", ") + "]\n"
+	var out []string
+	lines := strings.SplitAfter(string(old), "\n")
+	replaced, skip := false, false
+	for _, l := range lines {
+		header := strings.TrimSpace(l)
+		if strings.HasPrefix(header, "[") {
+			name := strings.Trim(strings.SplitN(header, "#", 2)[0], "[] \t")
+			skip = name == "mcp_servers.crew" || strings.HasPrefix(name, "mcp_servers.crew.")
+			if name == "mcp_servers.crew" && !replaced {
+				out = append(out, table)
+				replaced = true
+			}
+		}
+		if !skip {
+			out = append(out, l)
+		}
+	}
+	content := strings.Join(out, "")
+	if !replaced {
+		if content != "" && !strings.HasSuffix(content, "\n") {
+			content += "\n"
+		}
+		if content != "" {
+			content += "\n"
+		}
+		content += table
+	} else if !strings.HasSuffix(content, "\n") {
+		content += "\n"
+	}
+	return []byte(content)
+}
+
+// LineDiff is a line diff of a and b: lines only in a marked "- ", only
+// in b "+ ", common ones "  " (longest common subsequence; configuration
+// files are small).
+func LineDiff(a, b string) string {
+	x, y := splitLines(a), splitLines(b)
+	n, m := len(x), len(y)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out strings.Builder
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && x[i] == y[j]:
+			out.WriteString("  " + x[i] + "\n")
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out.WriteString("+ " + y[j] + "\n")
+			j++
+		default:
+			out.WriteString("- " + x[i] + "\n")
+			i++
+		}
+	}
+	return out.String()
+}
+
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
