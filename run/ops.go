@@ -125,16 +125,10 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 // both: the leader's mail (questions, reports) and a worker's (responses,
 // steers) must not land in one mailbox, whichever runs they belong to.
 
-// lockAgents takes the store's lock for that rule (store.AgentLocker)
+// lockAgents takes the store's lock for that rule (store.Store.LockAgents)
 // until what is created is committed, so that a run create and a task
-// add with clashing names cannot both pass the check; a store without one
-// checks without it.
-func (r *Root) lockAgents() (unlock func(), err error) {
-	if l, ok := r.Store.(store.AgentLocker); ok {
-		return l.LockAgents()
-	}
-	return func() {}, nil
-}
+// add with clashing names cannot both pass the check.
+func (r *Root) lockAgents() (unlock func(), err error) { return r.Store.LockAgents() }
 
 // leaderNamed returns crew.ErrConflict if agent is, in any letter case,
 // the leader of a run other than except.
@@ -235,7 +229,7 @@ func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reas
 	if !utf8.ValidString(reason) {
 		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
 	}
-	ev, err := r.log.Commit(ctx, store.Change{View: view, Validate: func(st *state.State) (*events.Event, error) {
+	ev, err := r.log.Commit(ctx, store.Change{State: view, Validate: func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(id)
 		if err != nil {
 			return nil, err

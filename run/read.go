@@ -124,7 +124,10 @@ func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []strin
 // state brought up to date under the run lock, instead of loading every
 // open message of the run.
 func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *state.State) (*events.Event, error) {
-	return r.log.Commit(ctx, store.Change{Open: seen == nil, View: seen, Validate: func(st *state.State) (*events.Event, error) {
+	if seen == nil {
+		seen = state.New() // every open message: the store loads them
+	}
+	return r.log.Commit(ctx, store.Change{State: seen, Validate: func(st *state.State) (*events.Event, error) {
 		var still []string
 		for _, id := range ids {
 			op, _ := st.Lookup(id, participant)

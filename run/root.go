@@ -223,9 +223,9 @@ func (r *Root) Open(id string) (*Run, error) {
 // OpenForRepair opens run id for Run.Repair: as Open does, except that
 // a run whose own files Open refuses as damaged (on the file store a
 // missing or garbled manifest.json, which the log's first event can
-// rebuild: store.RunRepairer) is opened too, for Repair to mend.
+// rebuild: store.Repairer) is opened too, for Repair to mend.
 func (r *Root) OpenForRepair(id string) (*Run, error) {
-	rr, ok := r.Store.(store.RunRepairer)
+	rr, ok := r.Store.(store.Repairer)
 	if !ok {
 		return r.Open(id)
 	}
@@ -279,7 +279,7 @@ func (b *BadRun) Unwrap() error { return b.Err }
 // the creation time OpenForRepair can still find.
 func (r *Root) badRun(id string, err error) *BadRun {
 	b := &BadRun{ID: id, Err: err}
-	if rr, ok := r.Store.(store.RunRepairer); ok {
+	if rr, ok := r.Store.(store.Repairer); ok {
 		if l, rerr := rr.OpenForRepair(context.Background(), id); rerr == nil {
 			b.CreatedAt = l.Manifest().CreatedAt
 		}

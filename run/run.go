@@ -42,7 +42,7 @@ func (r *Run) commit(ctx context.Context, fn func(*state.State) (*events.Event, 
 
 // commitOpen is commit for an fn that reads State.Open.
 func (r *Run) commitOpen(ctx context.Context, fn func(*state.State) (*events.Event, error)) (*events.Event, error) {
-	return r.log.Commit(ctx, store.Change{Validate: fn, Open: true})
+	return r.log.Commit(ctx, store.Change{Validate: fn, State: state.New()})
 }
 
 // State returns the run's current state: its tasks and its open
@@ -82,30 +82,22 @@ func (r *Run) Watch() store.Waiter { return r.log.Watch() }
 // the last one are still being written; Sync waits for them. Either way
 // the log is durable before an operation returns. A store that projects
 // before an operation returns (NATS) ignores it.
-func (r *Run) SetAsync(on bool) {
-	if p, ok := r.log.(store.Projector); ok {
-		p.SetAsync(on)
-	}
-}
+func (r *Run) SetAsync(on bool) { r.log.SetAsync(on) }
 
 // Sync waits until the projections of every operation committed through
 // r are written, snapshots included (see SetAsync).
-func (r *Run) Sync() {
-	if p, ok := r.log.(store.Projector); ok {
-		p.Sync()
-	}
-}
+func (r *Run) Sync() { r.log.Sync() }
 
 // Repair verifies the log and rebuilds every projection from it
-// (store.Repairer; docs/guarantees.md, 4). A run on a store that keeps
+// (store.Repairer, the store's; docs/guarantees.md, 4). A run on a store that keeps
 // whole events only and no projection files (NATS) has nothing to
 // repair: crew.ErrInvalid (exit 2), and nothing is done.
 func (r *Run) Repair(ctx context.Context) (*store.RepairReport, error) {
-	rp, ok := r.log.(store.Repairer)
+	rp, ok := r.root.Store.(store.Repairer)
 	if !ok {
 		return nil, fmt.Errorf("run %s lives on %s, not in files: its log is a JetStream stream that takes whole events only, and there are no projection files to rebuild; crew repair is for runs under a .crew directory: %w", r.ID(), r.root, crew.ErrInvalid)
 	}
-	return rp.Repair(ctx)
+	return rp.Repair(ctx, r.log)
 }
 
 // bodies reads the stored messages of the given open entries

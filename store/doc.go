@@ -9,6 +9,7 @@
 // under a file lock, snapshots, mailbox files, a Maildir-style mail
 // tree) and store/nats (NATS JetStream: a stream per run, a key-value
 // bucket for the mail tree). Both pass store/storetest, the conformance
-// suite a third store would run too (as hashicorp/raft's LogStore
-// tests do for its stores).
+// suite of this interface a third store would run too (as
+// hashicorp/raft's LogStore tests do for its stores), and run/runtest,
+// the suite of the operations on a root of the store.
 package store

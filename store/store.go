@@ -31,6 +31,13 @@ type Store interface {
 	// function that removes it again if this call made it, for an
 	// operation that then fails (docs/guarantees.md, 5).
 	CreateMailbox(agent string) (undo func(), err error)
+	// LockAgents lets creators of runs and tasks take turns from the
+	// check that an agent is not a leader in one run and a task's agent
+	// in another (docs/concepts.md, Reserved names) until what they
+	// create is committed: the file store locks state/.agents.lock, the
+	// NATS store the key agents of the bucket CREW_LOCKS. It waits for
+	// the lock and returns the function that lets it go.
+	LockAgents() (unlock func(), err error)
 	// Dir is the state root's directory, "" for a store without one.
 	Dir() string
 	// String names the store in messages, without credentials.
@@ -49,6 +56,7 @@ type Log interface {
 	// validates again), so it must have no effects of its own. A
 	// cancelled ctx commits nothing. Errors: Validate's, ctx's,
 	// crew.ErrDamaged for a log whose end is damaged, or the store's.
+	// Every store commits through one engine (store/commit).
 	Commit(ctx context.Context, c Change) (*events.Event, error)
 	// State returns the state at the end of the log, reduced into
 	// empty: state.New() (every open message), state.NewTasks() (tasks
@@ -64,6 +72,16 @@ type Log interface {
 	// Bodies calls fn with the stored message of each open entry of
 	// list, which is in seq order, carrying the entry's status.
 	Bodies(ctx context.Context, list []*state.Open, fn func(*events.Message) error) error
+	// SetAsync sets whether operations return as soon as their events
+	// are durable (true), or only once the projections a reader looks
+	// at next (mailbox files, mail tree) are written too (false, the
+	// default); the snapshots may follow. A store that projects before
+	// an operation returns (NATS) ignores it.
+	SetAsync(on bool)
+	// Sync waits until the projections of every operation committed
+	// through the Log are written, snapshots included: at once on a
+	// store that projects before an operation returns.
+	Sync()
 	// Dir is the run's directory, "" for a run without one.
 	Dir() string
 	// String names the log in messages: the path of events.jsonl, or the
@@ -78,13 +96,26 @@ type Change struct {
 	// append, without seq, time or run (the log stamps them); nil means
 	// nothing to write.
 	Validate func(*state.State) (*events.Event, error)
-	// Open is set when Validate reads State.Open.
-	Open bool
-	// View, when set, is a state the caller read (state.For one
-	// participant). A store may validate against it, brought up to the
-	// log's end, instead of loading every open message (the file store
-	// does); either way View is brought up to the committed event too.
-	View *state.State
+	// State says what Validate reads, as Log.State's empty does: nil or
+	// state.NewTasks() for the tasks only, state.New() or
+	// state.For(participant) for open messages too. Or it is a state
+	// Log.State returned (its Seq is not 0), which Commit brings up to
+	// the log's end and Validate sees (so that the store need not load
+	// every open message again), then brings past the committed event.
+	// Validate may see more than State asks for.
+	State *state.State
+}
+
+// Open reports whether c's Validate reads open messages.
+func (c Change) Open() bool { return c.State != nil && c.State.Open != nil }
+
+// View returns the state Log.State returned that c's Validate sees, or
+// nil when c.State is empty (Validate then sees the store's own).
+func (c Change) View() *state.State {
+	if c.State != nil && c.State.Seq > 0 {
+		return c.State
+	}
+	return nil
 }
 
 // FirstEvent checks that first can begin a run's log: seq 1, type
@@ -121,43 +152,17 @@ type Waiter interface {
 	Close() error
 }
 
-// Projector is a Log whose projections (mailbox files, mail tree,
-// snapshots) may be written after an operation returns: the file
-// store's. Logs that project before they return need not implement it.
-type Projector interface {
-	// SetAsync sets whether operations return as soon as their events
-	// are durable (true), or only once the projections a reader looks
-	// at next (mailbox files, mail tree) are written too (false, the
-	// default); the snapshots may follow.
-	SetAsync(on bool)
-	// Sync waits until the projections of every operation committed
-	// through the Log are written, snapshots included.
-	Sync()
-}
-
-// Repairer is a Log whose bytes can be damaged and repaired: the file
-// store's.
+// Repairer is a Store whose runs' bytes can be damaged and repaired: the
+// file store's. A store without files to damage (NATS) is not one.
 type Repairer interface {
-	// Repair verifies the log, moves damaged bytes aside and rebuilds
-	// every projection (docs/guarantees.md, 4).
-	Repair(ctx context.Context) (*RepairReport, error)
-}
-
-// AgentLocker is a Store whose creators of runs and tasks can take turns
-// from the check that an agent is not a leader in one run and a task's
-// agent in another (docs/concepts.md, Reserved names) until what they
-// create is committed: the file store's (state/.agents.lock) and the
-// NATS store's (the key agents of the bucket CREW_LOCKS). LockAgents
-// waits for the lock and returns the function that lets it go.
-type AgentLocker interface {
-	LockAgents() (unlock func(), err error)
-}
-
-// RunRepairer is a Store whose runs' own files can be damaged past what
-// Open accepts: the file store's, whose manifest.json may be missing or
-// garbled. OpenForRepair opens such a run for Repair, which mends it.
-type RunRepairer interface {
+	// OpenForRepair opens run id as Open does, and also a run whose own
+	// files Open refuses as damaged (the file store's manifest.json
+	// missing or garbled, which the log's first event can rebuild), for
+	// Repair to mend.
 	OpenForRepair(ctx context.Context, id string) (Log, error)
+	// Repair verifies l's log (a Log of this store), moves damaged bytes
+	// aside and rebuilds every projection (docs/guarantees.md, 4).
+	Repair(ctx context.Context, l Log) (*RepairReport, error)
 }
 
 // RepairReport says what a repair found and did.

@@ -9,10 +9,11 @@
 // tree is state/mail/<agent>/, one JSON file per message (package
 // mailbox).
 //
-// Write order (log.go, Log.Commit). Under the run lock a writer cuts a
-// torn last line (never acknowledged), loads the state (a snapshot and
-// the log after it), validates its operations, appends their events in
-// one write and fsyncs the log: from then on they are committed, and
+// Write order (log.go, Log.Commit, through the commit engine of
+// store/commit). Under the run lock a writer cuts a torn last line
+// (never acknowledged), loads the state (a snapshot and the log after
+// it), validates its operations, appends their events in one write and
+// fsyncs the log: from then on they are committed, and
 // only then are the projections written (project.go): mailbox lines,
 // mail-tree copies, read flags and the snapshots.
 //
@@ -28,13 +29,44 @@
 // directory fsynced, so they appear whole or not at all. A damaged log
 // is never rewritten in place: Repair moves damaged bytes to a
 // quarantine file beside it (repair.go; docs/guarantees.md, 4).
+//
+// Who does what. A Log's work is split three ways, each part with one
+// lock over what it knows and one job: the appender (log.go, lock.go) takes the run lock
+// and appends the events of a batch of operations in one write and one
+// fsync (group commit, through the commit engine of store/commit); the
+// projector (project.go) writes their mailbox lines and mail copies; the
+// snapshotter (snapshot.go) writes tasks.json and open.jsonl. The
+// appender also has a turn, held through a commit batch or a repair, so
+// that one goroutine of the process writes the log at a time. Where
+// locks are held at once they are taken in this order: the appender's
+// turn, the snapshotter's lock, the appender's, the projector's.
+//
+// The lock epoch. While a process holds the run lock without letting go,
+// no other process writes the run's files, so what it wrote itself is
+// still what they hold: each part keeps what it knows of its files (the
+// appender the open log and the state as of its last commit, the
+// projector where each mailbox file ends and the mail directories it has
+// open, the snapshotter the seq of tasks.json and the state it owes it)
+// and trusts it. The epoch ends when the lock is let go (another process
+// may write meanwhile), and also when it is kept only for the snapshots
+// of operations that have returned (a person or a test may still change
+// the files by hand). Then what the snapshotter knows of tasks.json is
+// dropped, and the rest is checked before it is trusted again:
+// events.jsonl and each mailbox file against what this process left (the
+// same file, size, modification and change times: one lstat(2) each,
+// sameVersion), each mail directory against the one held open
+// (AgentDir.Moved), the mailbox directory to be a real directory, not a
+// link to one. What changed is read or opened again: every write moves a
+// file's change time, so another process's writes and changes by hand
+// are seen (where the system gives no change time, a change by hand that
+// keeps a file's size and modification time is not). A failed write, and
+// a repair, forget what they touched.
 package file
 
 import "github.com/crew-dev/crew/store"
 
 var (
-	_ store.Store     = (*Store)(nil)
-	_ store.Log       = (*Log)(nil)
-	_ store.Projector = (*Log)(nil)
-	_ store.Repairer  = (*Log)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Log      = (*Log)(nil)
+	_ store.Repairer = (*Store)(nil)
 )

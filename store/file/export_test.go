@@ -12,8 +12,12 @@ var SealJSON = sealJSON
 
 const SnapshotEvery = snapshotEvery
 
-func (l *Log) ReadSnapshot() *state.State            { return l.readSnapshot() }
-func (l *Log) Checkpoint(st *state.State) error      { return l.checkpoint(st) }
-func (l *Log) Hold(ctx context.Context) error        { return l.hold(ctx) }
+func (l *Log) ReadSnapshot() *state.State       { return l.readSnapshot() }
+func (l *Log) Checkpoint(st *state.State) error { return l.checkpoint(st) }
+func (l *Log) Hold(ctx context.Context) error {
+	l.app.turn.Lock() // as a commit batch holds it
+	defer l.app.turn.Unlock()
+	return l.hold(ctx)
+}
 func (l *Log) Unhold()                               { l.unhold() }
 func (l *Log) OpenSnapshotState() (seq, count int64) { return l.openSnapshotState() }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/gofrs/flock"
@@ -22,35 +21,58 @@ import (
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
+	"github.com/crew-dev/crew/store/commit"
 )
 
 // Log is one run's log on the file system: the directory
-// .crew/state/runs/<run>/ (docs/files.md). It implements store.Log,
-// store.Projector and store.Repairer. Its methods are safe for concurrent
+// .crew/state/runs/<run>/ (docs/files.md). It implements store.Log;
+// Store.Repair repairs it. Its methods are safe for concurrent
 // use by goroutines; any number of processes may use the same run at
 // once (the run lock serialises writes).
+//
+// Its work is split three ways, each part with its own lock and job (the
+// package doc says how they follow the lock epoch): the appender takes
+// the run lock and appends (group commit), the projector writes the
+// mailbox lines and mail copies, the snapshotter tasks.json and
+// open.jsonl.
 type Log struct {
 	store       *Store
 	dir         string
 	manifest    state.Manifest
 	badManifest error // why manifest.json was not read (OpenForRepair): Repair rewrites it
 
-	mu      sync.Mutex // guards queue, leading and cache
+	app  appender    // the run lock and group commit (log.go, lock.go)
+	proj projector   // mailbox lines and mail copies (project.go)
+	snap snapshotter // tasks.json and open.jsonl (snapshot.go)
+}
+
+// An appender is a Log's writer of events.jsonl: it takes the run lock
+// for this process and appends the events of a batch of operations in
+// one write and one fsync (Commit). Its lock is mu; turn is the writer's
+// turn, held through a commit batch or a repair, so that this process
+// writes the log from one goroutine at a time.
+type appender struct {
+	turn sync.Mutex
+	mu   sync.Mutex // guards the fields below
+
+	// The group commit: operations waiting, and whether a goroutine
+	// leads (commits them).
 	queue   []*op
 	leading bool
-	cache   *state.State // state as of the last commit by this process
-	cacheFI os.FileInfo  // identity of the log the cache was read from
-
-	wmu   sync.Mutex   // one writer of the log (a commit batch, repair) at a time in this process
-	hmu   sync.Mutex   // guards holds, fl and held
-	smu   sync.Mutex   // one writer of tasks.json at a time in this process
-	holds int          // users of the run lock in this process: a commit batch, projection jobs
-	fl    *flock.Flock // the run lock, while holds > 0
-	held  lockEpoch    // what this process knows of the run's files while it holds the lock
-	proj  projector
-	// open.jsonl as this process last read or wrote it (openSnapshotState)
-	openSeq, openCount atomic.Int64
-	openKnown          atomic.Bool
+	// The run lock: its users in this process (a commit batch,
+	// projection jobs), and the lock while holds > 0.
+	holds int
+	fl    *flock.Flock
+	// The state as of the last commit by this process, and the log it
+	// was read from.
+	cache   *state.State
+	cacheFI os.FileInfo
+	// The events.jsonl writer commits use, kept open, and the file as
+	// this process last wrote it; wStale: check it against wFI before it
+	// is used again (writer).
+	w      *events.Writer
+	wFI    os.FileInfo
+	wStale bool
 }
 
 // Manifest implements store.Log.
@@ -72,25 +94,23 @@ func (l *Log) String() string { return l.EventsPath() }
 // MailboxPath is the path of a mailbox file (mailbox.InboxFile, …).
 func (l *Log) MailboxPath(name string) string { return l.path("mailbox", name) }
 
-// An op is one change waiting to be committed, and its outcome.
+// An op is one change waiting to be committed, its outcome (commit.Op),
+// and the projection job of its batch.
 type op struct {
-	ctx  context.Context // a cancelled operation is not committed
-	c    store.Change
-	ev   *events.Event
-	err  error
-	job  *job // the projection of its batch
+	commit.Op
+	job  *job
 	done chan struct{}
 }
 
 // Commit implements store.Log: it validates c under the run lock and
-// appends its event durably.
+// appends its event durably, through the commit engine (store/commit).
 //
 // Group commit: operations from goroutines of one process queue up; one of
-// them leads, takes the run lock once, validates each queued operation in
-// order against the state the previous ones left, appends all their events
-// in one write and one fsync, brings the projections up to date, and wakes
-// them. Each still returns only after its own event is on disk, and,
-// unless SetAsync, its projections are written.
+// them leads, takes the run lock once, has the engine validate each queued
+// operation in order against the state the previous ones left, appends all
+// their events in one write and one fsync, brings the projections up to
+// date, and wakes them. Each still returns only after its own event is on
+// disk, and, unless SetAsync, its projections are written.
 //
 // Write order, and why it is safe: (1) cut a torn tail, (2) load the state
 // (snapshot plus the log after it), (3) validate and append the events, (4)
@@ -100,37 +120,37 @@ type op struct {
 // behind the log, and the next writer catches them up from the log in step
 // (2) (docs/files.md, Write order).
 func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error) {
-	o := &op{ctx: ctx, c: c, done: make(chan struct{})}
+	o := &op{Op: commit.Op{Ctx: ctx, Change: c}, done: make(chan struct{})}
 	defer func() {
 		if o.job != nil && !l.isAsync() {
 			<-o.job.done
 		}
 	}()
-	l.mu.Lock()
-	l.queue = append(l.queue, o)
-	if l.leading {
-		l.mu.Unlock()
+	l.app.mu.Lock()
+	l.app.queue = append(l.app.queue, o)
+	if l.app.leading {
+		l.app.mu.Unlock()
 		<-o.done
-		return o.ev, o.err
+		return o.Event, o.Err
 	}
-	l.leading = true
-	for len(l.queue) > 0 {
-		batch := l.queue
-		l.queue = nil
-		l.mu.Unlock()
+	l.app.leading = true
+	for len(l.app.queue) > 0 {
+		batch := l.app.queue
+		l.app.queue = nil
+		l.app.mu.Unlock()
 		j, err := l.commitBatch(batch)
 		if j != nil {
-			l.mu.Lock()
-			alone := len(l.queue) == 0
-			l.mu.Unlock()
+			l.app.mu.Lock()
+			alone := len(l.app.queue) == 0
+			l.app.mu.Unlock()
 			if !(alone && l.projectInline(j)) {
 				l.enqueue(j)
 			}
 		}
-		l.mu.Lock()
+		l.app.mu.Lock()
 		for _, b := range batch {
-			if err != nil && b.err == nil {
-				b.err, b.ev = err, nil
+			if err != nil && b.Err == nil {
+				b.Err, b.Event = err, nil
 			}
 			b.job = j
 			if b != o {
@@ -138,18 +158,18 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 			}
 		}
 	}
-	l.leading = false
-	l.mu.Unlock()
-	return o.ev, o.err
+	l.app.leading = false
+	l.app.mu.Unlock()
+	return o.Event, o.Err
 }
 
-// commitBatch validates and appends the batch's events under the run lock
-// and returns the job that projects them (and any events a crashed writer
-// left unprojected), holding the run lock for it; nil when there is
-// nothing to project.
+// commitBatch commits the batch under the run lock (commit.Engine over
+// the Log's tail) and returns the job that projects its events (and any
+// events a crashed writer left unprojected), holding the run lock for
+// it; nil when there is nothing to project.
 func (l *Log) commitBatch(batch []*op) (*job, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.app.turn.Lock()
+	defer l.app.turn.Unlock()
 	if l.proj.isBroken() {
 		// A projection failed: wait for the projector, then start again
 		// from tasks.json, which is behind every event not projected.
@@ -161,112 +181,109 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 	}
 	ctx := context.Background()
 	if len(batch) == 1 {
-		ctx = batch[0].ctx // one operation (a CLI process): Ctrl-C ends its wait for the lock
+		ctx = batch[0].Ctx // one operation (a CLI process): Ctrl-C ends its wait for the lock
 	}
 	if err := l.hold(ctx); err != nil {
 		return nil, err
 	}
 	defer l.unhold()
+	ops := make([]*commit.Op, len(batch))
+	for i, o := range batch {
+		ops[i] = &o.Op
+	}
+	t := &tail{l: l}
+	err := commit.Engine{Run: l.manifest.ID, Fresh: true}.Commit(ctx, t, ops)
+	return t.job, err
+}
+
+// tail is the Log's end for one commit batch (commit.Tail), under the
+// run lock: no other process appends meanwhile, so the state it loads is
+// the log's end, and its appends never conflict.
+type tail struct {
+	l    *Log
+	w    *events.Writer // the log's writer, holding the run lock
+	ld   *load
+	end  int64 // the seq Load returned
+	size int64 // the log's size Load found
+	job  *job  // what Project made
+}
+
+// Load implements commit.Tail: the state at the end of the log, under
+// the run lock (loadForWrite), with its open messages when open is set
+// or open.jsonl is due.
+func (t *tail) Load(ctx context.Context, open bool) (*state.State, bool, error) {
+	l := t.l
 	w, kept, err := l.writer()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	needOpen := false
-	for _, o := range batch {
-		needOpen = needOpen || o.c.Open
-	}
-	ld, err := l.loadForWrite(w, kept, needOpen)
+	ld, err := l.loadForWrite(w, kept, open)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if ld.st.Open == nil {
 		if since, count := l.openSnapshotState(); openDue(ld.st.Seq, since, count) {
 			// open.jsonl is due and this state cannot write it: load the
 			// open messages (they then stay in the cache).
 			if ld, err = l.loadForWrite(w, kept, true); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
-	var (
-		buf []byte
-		evs []*events.Event
-	)
-	for _, o := range batch {
-		if line := l.validate(o, ld, w.Size(), evs); line != nil {
-			buf = append(buf, line...)
-			evs = append(evs, o.ev)
-		}
+	t.w, t.ld, t.end, t.size = w, ld, ld.st.Seq, w.Size()
+	return ld.st, true, nil
+}
+
+// Behind implements commit.Tail: the cached state is dropped.
+func (t *tail) Behind(bool) { t.l.dropCache() }
+
+// CatchUp implements commit.Tail: view, read from the log without the
+// lock, is brought up to the size Load found.
+func (t *tail) CatchUp(_ context.Context, view *state.State) error {
+	return t.l.catchUp(view, t.size)
+}
+
+// Append implements commit.Tail: one write and one fsync of the lines
+// (events.Writer.AppendRaw). Under the run lock the log still ends where
+// Load found it; a failed write drops the cached state and the writer,
+// so that the next commit opens the log again, cutting what it left.
+func (t *tail) Append(_ context.Context, last int64, _ []*events.Event, lines []byte) error {
+	if last != t.end {
+		return fmt.Errorf("append to run %s after seq %d: the log ends at seq %d: %w", t.l.manifest.ID, last, t.end, crew.ErrConflict)
 	}
-	st := ld.st
-	if len(buf) > 0 {
-		if err := w.AppendRaw(buf); err != nil {
-			l.dropCache()
-			l.dropWriter()
-			return nil, err
-		}
-		st.Offset = w.Size()
+	if err := t.w.AppendRaw(lines); err != nil {
+		t.l.dropCache()
+		t.l.dropWriter()
+		return err
+	}
+	return nil
+}
+
+// Project implements commit.Tail: it keeps st for the next commit and
+// makes the job that projects the committed events and the events the
+// load replayed (a writer may have crashed before projecting them),
+// taking a hold of the run lock for it. Projections are best effort
+// from here: a failure leaves them behind the log, and the next writer
+// catches up.
+func (t *tail) Project(_ context.Context, st *state.State, evs []*events.Event, acts []mailbox.Act) {
+	l, ld := t.l, t.ld
+	if len(evs) > 0 {
+		st.Offset = t.w.Size()
 	}
 	l.keepCache(st)
-	// Committed. Projections are best effort from here: a failure leaves
-	// them behind the log, and the next writer catches up.
 	caughtUp := append(ld.caughtUp, evs...)
 	if len(caughtUp) == 0 {
-		return nil, nil
+		return
 	}
-	j := &job{evs: caughtUp, acts: ld.acts, before: ld.before, snap: st.CopyTasks(), done: make(chan struct{})}
-	// The same rule as above (the count open.jsonl was written with), so
-	// that open messages loaded because it was due are written out.
+	j := &job{evs: caughtUp, acts: append(ld.acts, acts...), before: ld.before, snap: st.CopyTasks(), done: make(chan struct{})}
+	// The same rule as in Load (the count open.jsonl was written with),
+	// so that open messages loaded because it was due are written out.
 	if since, count := l.openSnapshotState(); st.Whole() && openDue(st.Seq, since, count) {
 		j.open = st.Copy()
 		l.noteOpenSnapshot(st.Seq, int64(len(st.Open))) // written by the job; not due again meanwhile
 	}
 	l.hold(context.Background()) // the job's: it cannot fail, the lock is held
-	return j, nil
-}
-
-// validate validates o against ld's state (or its view, brought up to
-// the log's end at size and the batch's events evs), stamps its event as
-// the next seq and applies it to the state, adding its effects to
-// ld.acts; it returns the event's line, or nil when o is refused (o.err)
-// or has nothing to write.
-func (l *Log) validate(o *op, ld *load, size int64, evs []*events.Event) []byte {
-	st, target := ld.st, ld.st
-	if o.c.View != nil {
-		if o.err = l.catchUp(o.c.View, size, evs); o.err != nil {
-			return nil
-		}
-		target = o.c.View
-	}
-	if o.err = o.ctx.Err(); o.err != nil {
-		// Cancelled (Ctrl-C) while waiting for the lock: the user was
-		// told nothing was done, so nothing is.
-		return nil
-	}
-	ev, err := o.c.Validate(target)
-	if err != nil || ev == nil {
-		o.err = err
-		return nil
-	}
-	ev.Stamp(l.manifest.ID, st.Seq+1)
-	line, err := events.Marshal(ev)
-	if err != nil {
-		o.err = err
-		return nil
-	}
-	seq := st.Seq
-	effects, err := st.Apply(ev)
-	if err != nil {
-		o.err, st.Seq = err, seq // the seq stays free: no gap
-		return nil
-	}
-	if target != st {
-		view, _ := target.Apply(ev)
-		effects = mailbox.KnownCopies(effects, view)
-	}
-	ld.acts = mailbox.AppendActs(ld.acts, effects, true) // the batch's own: fresh messages
-	o.ev = ev
-	return line
+	t.job = j
 }
 
 // ioFailure reports whether err holds an error of the OS (no space, an I/O
@@ -283,9 +300,8 @@ func ioFailure(err error) bool {
 }
 
 // catchUp brings side, a state read from the log without the lock, up to
-// the log's end (size, under the lock) and the batch's events before the
-// caller's (evs, not yet written).
-func (l *Log) catchUp(side *state.State, size int64, evs []*events.Event) error {
+// the log's end (size, under the lock).
+func (l *Log) catchUp(side *state.State, size int64) error {
 	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
 	if err != nil {
 		return err
@@ -298,36 +314,30 @@ func (l *Log) catchUp(side *state.State, size int64, evs []*events.Event) error 
 	if seq, _ := jsonl.SeqOf(line.Data); !ok || side.Offset > size || seq != side.Seq {
 		return fmt.Errorf("the log of run %s changed while it was read (repaired?); read again: %w", l.manifest.ID, crew.ErrConflict)
 	}
-	if _, err := l.replay(side, size, 0, nil); err != nil {
-		return err
-	}
-	for _, e := range evs {
-		side.Apply(e)
-	}
-	return nil
+	_, err = l.replay(side, size, 0, nil)
+	return err
 }
 
 func (l *Log) dropCache() {
-	l.mu.Lock()
-	l.cache, l.cacheFI = nil, nil
-	l.mu.Unlock()
+	l.app.mu.Lock()
+	l.app.cache, l.app.cacheFI = nil, nil
+	l.app.mu.Unlock()
 }
 
 // keepCache keeps st, the state as of the end of the log this process
 // just wrote, for its next commit, and notes the log as it is now for
-// the kept writer (lockEpoch).
+// the kept writer (writer).
 func (l *Log) keepCache(st *state.State) {
 	fi, err := os.Lstat(l.EventsPath())
-	l.mu.Lock()
+	a := &l.app
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err != nil {
-		l.cache, l.cacheFI = nil, nil
+		a.cache, a.cacheFI = nil, nil
 	} else {
-		l.cache, l.cacheFI = st, fi
+		a.cache, a.cacheFI = st, fi
 	}
-	l.mu.Unlock()
-	l.hmu.Lock()
-	l.held.logFI = fi // nil on error: the writer is opened again
-	l.hmu.Unlock()
+	a.wFI = fi // nil on error: the writer is opened again
 }
 
 // A load is what a writer finds under the run lock: the state at the
@@ -350,9 +360,9 @@ type load struct {
 // open.jsonl) and the log after it. kept says w is the writer this
 // process kept, the log unchanged since it last wrote it (Log.writer).
 func (l *Log) loadForWrite(w *events.Writer, kept, needOpen bool) (*load, error) {
-	l.mu.Lock()
-	st, fi := l.cache, l.cacheFI
-	l.mu.Unlock()
+	l.app.mu.Lock()
+	st, fi := l.app.cache, l.app.cacheFI
+	l.app.mu.Unlock()
 	if st != nil {
 		// Our own state is current unless another process appended since,
 		// or the log was replaced (repair): then replay only what is new.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,13 +26,14 @@ import (
 // The process keeps the run lock (run.lock) from the first commit of a
 // burst until the projector has caught up, so another process that takes
 // the lock still finds every projection up to date with the log, as if
-// each commit had projected before unlocking. Within the process, wmu
-// keeps one writer of the log (or repair) at a time.
+// each commit had projected before unlocking. Within the process, the
+// appender's turn keeps one writer of the log (or repair) at a time.
 //
 // While it keeps the lock, the process trusts what it wrote itself, and
-// after it let go, checks it first (lockEpoch): where the log and the
-// mailbox files end, and the agents' mail directories it has open. tasks.json is written when the lock is let go
-// and at least every snapshotEvery events, not after every batch.
+// after it let go, checks it first (package doc, The lock epoch): where
+// the log and the mailbox files end, and the agents' mail directories it
+// has open. tasks.json is written when the lock is let go and at least
+// every snapshotEvery events, not after every batch.
 //
 // By default an operation returns once its mailbox lines and mail tree
 // are written, and its snapshots follow (the lock kept until they are
@@ -49,7 +51,7 @@ import (
 // that is missing, damaged at its end, ahead of the log, or behind by more
 // than evs hold (a line lost in a crash while tasks.json survived) is
 // rebuilt from the log. Where each file ends is read from it, unless this
-// process projected last and the file is unchanged since (lockEpoch).
+// process projected last and the file is unchanged since (knownFiles).
 func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map[string]int64) error {
 	lines := map[string][]events.Message{}
 	for _, e := range evs {
@@ -95,7 +97,7 @@ func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		l.forgetFiles()
+		l.proj.forgetEnds()
 		return errors.Join(treeErr, err)
 	}
 	l.noteFiles(files, written, known == nil)
@@ -186,16 +188,167 @@ type job struct {
 	done   chan struct{}
 }
 
-// projector runs the Run's projection jobs in order, in one goroutine
-// started on demand.
+// A projector writes a Log's mailbox lines and mail copies: it runs the
+// projection jobs of committed batches in order, in one goroutine
+// started on demand (or the committing one, projectInline), and knows,
+// while the lock epoch lasts, where the mailbox files end and which mail
+// directories it has open. Its lock is mu.
 type projector struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below
 	cond    *sync.Cond // signalled when jobs finish
 	jobs    []*job
 	running bool
-	pending int  // events in jobs not yet done
+	backlog int  // events in jobs not yet done
 	broken  bool // a job failed: later jobs were skipped; reload before committing more
 	async   bool
+
+	// files is where each mailbox file ends (State.Files as last
+	// projected), or nil when unknown; stamps is each mailbox file as
+	// this process last wrote or checked it, by file name; stale: the
+	// lock epoch ended since, so files are checked against stamps before
+	// they are trusted (knownFiles).
+	files  map[string]int64
+	stamps map[string]os.FileInfo
+	stale  bool
+	// dirs are the agents' mail directories projections opened;
+	// suspectDirs those opened before the epoch ended, checked before
+	// they are used (mailDir).
+	dirs, suspectDirs map[string]*mailbox.AgentDir
+}
+
+// suspect ends the lock epoch for the projector: what it knows of the
+// mailbox files and mail directories is checked before it is used
+// again.
+func (p *projector) suspect() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stale = p.files != nil
+	for agent, d := range p.dirs {
+		if p.suspectDirs == nil {
+			p.suspectDirs = map[string]*mailbox.AgentDir{}
+		}
+		p.suspectDirs[agent] = d
+	}
+	p.dirs = nil
+}
+
+// forget forgets where the mailbox files end and closes the mail
+// directories, after a repair rewrote them.
+func (p *projector) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.dirs {
+		d.Close()
+	}
+	for _, d := range p.suspectDirs {
+		d.Close()
+	}
+	p.files, p.stamps, p.stale, p.dirs, p.suspectDirs = nil, nil, false, nil, nil
+}
+
+// forgetEnds forgets where the mailbox files end, after a write to them
+// failed: they are read again. The mail directories stay open.
+func (p *projector) forgetEnds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.files, p.stamps, p.stale = nil, nil, false
+}
+
+// knownFiles returns where the mailbox files end, as this process last
+// projected them while holding the lock, or nil when it does not know
+// (or one of them changed since, when the epoch ended).
+func (l *Log) knownFiles() map[string]int64 {
+	p := &l.proj
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stale {
+		p.stale = false
+		if realDir(l.path("mailbox")) != nil {
+			// a link now (or gone): project's mkdir refuses it, rather
+			// than writing through it to files that look unchanged
+			p.files, p.stamps = nil, nil
+			return nil
+		}
+		for _, file := range mailbox.Files {
+			was := p.stamps[file]
+			if was == nil || !unchanged(l.MailboxPath(file), was) {
+				p.files, p.stamps = nil, nil
+				break
+			}
+		}
+	}
+	return p.files
+}
+
+// noteFiles records where the mailbox files end after a projection, and
+// each file as it is now (written names the files the projection wrote;
+// the others are as they were when last noted, unless read is set).
+func (l *Log) noteFiles(files map[string]int64, written map[string]bool, read bool) {
+	p := &l.proj
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	stamps := p.stamps
+	if stamps == nil || read {
+		stamps = map[string]os.FileInfo{}
+	}
+	for _, file := range mailbox.Files {
+		if stamps[file] != nil && !written[file] {
+			continue
+		}
+		fi, err := os.Lstat(l.MailboxPath(file))
+		if err != nil {
+			p.files, p.stamps = nil, nil
+			return
+		}
+		stamps[file] = fi
+	}
+	p.files, p.stamps = maps.Clone(files), stamps
+}
+
+// mailDir returns agent's mail directory, open: the one this process
+// opened earlier, checked first if the epoch ended since, or newly
+// opened, the mailbox created if it has none, since a run message is
+// delivered to every recipient. Different agents' directories may be
+// used at once; one agent's by one goroutine at a time.
+func (l *Log) mailDir(tree mailbox.Tree, agent string) (mailbox.AgentBox, error) {
+	p := &l.proj
+	p.mu.Lock()
+	d := p.dirs[agent]
+	if d == nil {
+		d = p.suspectDirs[agent]
+		delete(p.suspectDirs, agent)
+		if d != nil && d.Moved() {
+			d.Close()
+			d = nil
+		}
+	}
+	p.mu.Unlock()
+	if d == nil {
+		box, err := mailbox.OpenCreating(tree, agent)
+		if err != nil {
+			return nil, err
+		}
+		d = box.(*mailbox.AgentDir) // Tree's boxes are (Tree.OpenAgent)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dirs == nil {
+		p.dirs = map[string]*mailbox.AgentDir{}
+	}
+	p.dirs[agent] = d
+	return d, nil
+}
+
+// closeMailDir closes and forgets agent's mail directory, if mailDir
+// holds it open.
+func (l *Log) closeMailDir(agent string) {
+	p := &l.proj
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d := p.dirs[agent]; d != nil {
+		d.Close()
+		delete(p.dirs, agent)
+	}
 }
 
 // maxPending bounds the events an asynchronous Run may have committed but
@@ -242,11 +395,11 @@ func (l *Log) enqueue(j *job) {
 	p := &l.proj
 	p.mu.Lock()
 	p.init()
-	for p.async && p.pending > maxPending {
+	for p.async && p.backlog > maxPending {
 		p.cond.Wait()
 	}
 	p.jobs = append(p.jobs, j)
-	p.pending += len(j.evs)
+	p.backlog += len(j.evs)
 	if !p.running {
 		p.running = true
 		l.store.background.add()
@@ -271,7 +424,7 @@ func (l *Log) projectInline(j *job) bool {
 		return false
 	}
 	p.running = true
-	p.pending += len(j.evs)
+	p.backlog += len(j.evs)
 	broken := p.broken
 	p.mu.Unlock()
 	jobs := []*job{j}
@@ -355,28 +508,13 @@ func (l *Log) finishJobs(jobs []*job, broken bool) {
 	p.mu.Lock()
 	p.broken = p.broken || broken
 	for _, j := range jobs {
-		p.pending -= len(j.evs)
+		p.backlog -= len(j.evs)
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	for range jobs {
 		l.unhold()
 	}
-}
-
-// suspectIfLast makes the lock epoch stale when jobs hold the run lock
-// alone (no commit under way, no job queued): the lock is kept past
-// their callers' return only for the snapshots, and as if it had been
-// let go, the next operation checks the mailbox files and the mail
-// directories before it trusts what it knows of them, and so sees a
-// change made to them meanwhile (a mail directory removed is created
-// again).
-func (l *Log) suspectIfLast(jobs []*job) {
-	l.hmu.Lock()
-	if l.holds == len(jobs) {
-		l.held.suspect()
-	}
-	l.hmu.Unlock()
 }
 
 // projectJobs writes the jobs' mailbox lines and mail tree. A projection
@@ -412,9 +550,9 @@ func (l *Log) snapshotJobs(jobs []*job) error {
 		return err
 	}
 	if open != nil && l.writeOpenSnapshot(open) != nil {
-		// commitBatch noted it as written; it is not: read the real one's
-		// header next time, so it comes due again.
-		l.openKnown.Store(false)
+		// tail.Project noted it as written; it is not: read the real
+		// one's header next time, so it comes due again.
+		l.snap.openKnown.Store(false)
 	}
 	return nil
 }

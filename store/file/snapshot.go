@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -72,49 +74,63 @@ func (l *Log) writeSnapshot(st *state.State) error {
 // lock go, or Syncs, writes it first.
 const snapshotEvery = 128
 
+// A snapshotter writes a Log's snapshots, tasks.json and open.jsonl,
+// and knows how far they are. Its lock is mu, held while tasks.json is
+// written too (one writer at a time); what it knows of open.jsonl is
+// read and set without it (atomics), so that a commit never waits for a
+// snapshot being written.
+type snapshotter struct {
+	mu sync.Mutex // guards seq and pending; held while tasks.json is written
+	// seq is the seq of the state in tasks.json, when this process wrote
+	// it in this lock epoch (0: unknown); pending is a later state,
+	// written when it is due, at Sync, or before the lock is let go.
+	seq     int64
+	pending *state.State
+	// open.jsonl as this process last read or wrote it
+	// (openSnapshotState).
+	openSeq, openCount atomic.Int64
+	openKnown          atomic.Bool
+}
+
 // checkpoint writes st (the state after a projection job) to tasks.json
-// when it is due, and otherwise keeps it to write later (lockEpoch). The
-// caller holds the run lock.
+// when it is due, and otherwise keeps it to write later. The caller
+// holds the run lock.
 func (l *Log) checkpoint(st *state.State) error {
-	l.hmu.Lock()
-	if l.held.pending == nil || l.held.pending.Seq < st.Seq {
-		l.held.pending = st
+	s := &l.snap
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil || s.pending.Seq < st.Seq {
+		s.pending = st
 	}
-	due := l.held.snapSeq == 0 || st.Seq-l.held.snapSeq >= snapshotEvery
-	l.hmu.Unlock()
-	if !due {
+	if s.seq != 0 && st.Seq-s.seq < snapshotEvery {
 		return nil
 	}
-	return l.flushSnapshot()
+	return l.writePending()
 }
 
 // flushSnapshot writes the pending state, if any, to tasks.json. The
-// caller holds the run lock, not hmu: a commit may go on meanwhile.
+// caller holds the run lock.
 func (l *Log) flushSnapshot() error {
-	l.smu.Lock()
-	defer l.smu.Unlock()
+	l.snap.mu.Lock()
+	defer l.snap.mu.Unlock()
 	return l.writePending()
 }
 
 // writePending writes the pending state to tasks.json, unless there is
-// none or tasks.json already holds a later one. The caller holds smu
-// (one writer of tasks.json) and the run lock, not hmu.
+// none or tasks.json already holds a later one. The caller holds the
+// snapshotter's lock and the run lock.
 func (l *Log) writePending() error {
-	l.hmu.Lock()
-	st, written := l.held.pending, l.held.snapSeq
-	l.held.pending = nil
-	l.hmu.Unlock()
-	if st == nil || st.Seq <= written {
+	s := &l.snap
+	st := s.pending
+	s.pending = nil
+	if st == nil || st.Seq <= s.seq {
 		return nil
 	}
-	err := l.writeSnapshot(st)
-	l.hmu.Lock()
-	defer l.hmu.Unlock()
-	if err != nil {
-		l.held.snapSeq = 0
+	if err := l.writeSnapshot(st); err != nil {
+		s.seq = 0
 		return err
 	}
-	l.held.snapSeq = max(l.held.snapSeq, st.Seq)
+	s.seq = max(s.seq, st.Seq)
 	return nil
 }
 
@@ -140,8 +156,8 @@ type openHeader struct {
 // as this process last read or wrote it, reading its first line if it has
 // not (0, 0 when there is none).
 func (l *Log) openSnapshotState() (seq, count int64) {
-	if l.openKnown.Load() {
-		return l.openSeq.Load(), l.openCount.Load()
+	if l.snap.openKnown.Load() {
+		return l.snap.openSeq.Load(), l.snap.openCount.Load()
 	}
 	var h openHeader
 	if f, err := openSnapshot(l.path("open.jsonl")); err == nil {
@@ -155,9 +171,9 @@ func (l *Log) openSnapshotState() (seq, count int64) {
 }
 
 func (l *Log) noteOpenSnapshot(seq, count int64) {
-	l.openSeq.Store(seq)
-	l.openCount.Store(count)
-	l.openKnown.Store(true)
+	l.snap.openSeq.Store(seq)
+	l.snap.openCount.Store(count)
+	l.snap.openKnown.Store(true)
 }
 
 // openLine is one line of open.jsonl after the first two: an open message

@@ -40,7 +40,7 @@ type Store struct {
 	// the run lock. It keeps no lock between operations: another
 	// process takes the lock as soon as this one's projections are
 	// written (the log and mail directories a Log keeps open are checked
-	// before they are used again: lockEpoch). manifest.json is read once, by the first Open; when it
+	// before they are used again: the package doc's lock epoch). manifest.json is read once, by the first Open; when it
 	// has changed since (crew repair rewrote it, or the run was made
 	// anew), the run is opened anew. For a
 	// process that serves many operations (crew mcp, crew serve). Set it
@@ -326,7 +326,7 @@ func (r *Store) build(m state.Manifest, line []byte) error {
 	return nil
 }
 
-// LockAgents implements store.AgentLocker: state/.agents.lock
+// LockAgents implements store.Store: state/.agents.lock
 // (docs/files.md, Locks).
 func (r *Store) LockAgents() (unlock func(), err error) {
 	if err := mkdir(filepath.Join(r.dir, "state"), r.Perm); err != nil {
@@ -488,7 +488,7 @@ func (r *Store) runDir(id string) (string, error) {
 	return dir, nil
 }
 
-// OpenForRepair implements store.RunRepairer: it opens run id as Open
+// OpenForRepair implements store.Repairer: it opens run id as Open
 // does, except that a missing or damaged manifest.json is not an error:
 // the manifest is then taken from the log's first event (run.created
 // holds every field of it), and Repair writes manifest.json anew,
@@ -512,6 +512,16 @@ func (r *Store) OpenForRepair(ctx context.Context, id string) (store.Log, error)
 		return nil, fmt.Errorf("%v, and cannot be rebuilt: %w", strings.TrimSuffix(merr.Error(), ": "+crew.ErrDamaged.Error()), err)
 	}
 	return &Log{store: r, dir: dir, manifest: m, badManifest: merr}, nil
+}
+
+// Repair implements store.Repairer: l.Repair, for a Log of this store
+// (crew.ErrInvalid for another's).
+func (r *Store) Repair(ctx context.Context, l store.Log) (*store.RepairReport, error) {
+	fl, ok := l.(*Log)
+	if !ok || fl.store != r {
+		return nil, fmt.Errorf("repair %s: not a run of %s: %w", l, r, crew.ErrInvalid)
+	}
+	return fl.Repair(ctx)
 }
 
 // manifestFromLog reads the manifest of run id from the run.created event

@@ -7,7 +7,8 @@
 // seq 1, 2, 3 … stays dense and a cursor read (--since SEQ) starts at
 // the right message without scanning the log.
 //
-// Commit rule. A writer reduces the log as far as it has read it, to seq
+// Commit rule (the commit engine of store/commit, as for the file
+// store). A writer reduces the log as far as it has read it, to seq
 // N, validates its operation, and publishes the event as seq N+1 with
 // Nats-Expected-Last-Subject-Sequence: N. The server stores it only if
 // the subject's last message is still N, so two writers on two machines

@@ -10,14 +10,13 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/crew-dev/crew"
-	"github.com/crew-dev/crew/store"
 )
 
 // LockBucket is the JetStream key-value bucket of crew's locks on a
 // server. Its one key, agents, is held by a creator of a run or a task
 // from its check that no agent is both a leader and a task's agent
 // (docs/concepts.md, Reserved names) until what it creates is committed
-// (store.AgentLocker): the value is the holder's token. Every entry
+// (store.Store.LockAgents): the value is the holder's token. Every entry
 // expires lockTTL after it was written (the bucket's maximum age), so a
 // holder renews its entry while it holds the lock, and one that died
 // (kill -9, its machine lost) leaves it to expire.
@@ -30,8 +29,6 @@ var lockTTL = 10 * time.Second
 
 // agentsKey is LockBucket's key of the agents lock.
 const agentsKey = "agents"
-
-var _ store.AgentLocker = (*Store)(nil)
 
 // locks returns LockBucket, creating it if the server has none.
 func (s *Store) locks(ctx context.Context) (jetstream.KeyValue, error) {
@@ -58,7 +55,7 @@ func (s *Store) locks(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// LockAgents implements store.AgentLocker: it creates the key agents of
+// LockAgents implements store.Store: it creates the key agents of
 // LockBucket with a token of its own, which the server does for one
 // creator at a time (a create is refused while the key exists), and
 // while another holds it, tries again. Until unlock, it renews the entry

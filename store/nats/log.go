@@ -16,6 +16,7 @@ import (
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
+	"github.com/crew-dev/crew/store/commit"
 )
 
 // Log is a run's log on JetStream (store.Log), with the state this
@@ -140,16 +141,16 @@ func (l *Log) State(ctx context.Context, empty *state.State) (*state.State, erro
 	return st.Copy(), nil
 }
 
-// Commit implements store.Log. It validates c against the state it has
-// and appends its event as the next seq, on the condition that the log
-// still ends there (Store.Append): a state that is behind the log fails
-// that condition, so it need not be read first. When another writer
-// appended first, or Validate refuses (or has nothing to do) on a state
-// that may be behind, it reads what was appended and validates again.
-// One operation id (Nats-Msg-Id) serves every attempt, so an append
-// whose acknowledgement was lost is stored once. c.View is brought up to
-// the new event too. Then the event's mail-tree copies are delivered
-// (projectUpTo).
+// Commit implements store.Log through the commit engine (store/commit),
+// one operation at a time: it validates c against the state this
+// process has and appends its event as the next seq, on the condition
+// that the log still ends there (Store.Append): a state that is behind
+// the log fails that condition, so it need not be read first. When
+// another writer appended first, or Validate refuses (or has nothing to
+// do) on a state that may be behind, the engine has it read what was
+// appended and validates again. One operation id (Nats-Msg-Id) serves
+// every attempt, so an append whose acknowledgement was lost is stored
+// once. Then the event's mail-tree copies are delivered (projectUpTo).
 func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error) {
 	opID, err := uuid.NewV7()
 	if err != nil {
@@ -157,78 +158,94 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	current := false // st is known to be at the log's end
-	for {
-		st := l.st
-		if st == nil || !current && len(st.Damage) > 0 {
-			if st, err = l.catchUp(ctx); err != nil {
-				return nil, err
-			}
-			current = true
-		}
-		if err := st.Err(); err != nil {
-			return nil, err // writers refuse a damaged log, as in the file store
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err // cancelled (Ctrl-C): nothing is done
-		}
-		ev, err := c.Validate(st)
-		if (err != nil || ev == nil) && !current {
-			// Refused, or nothing to do, on what this process last saw:
-			// the log may have moved on since. Look.
-			if _, err := l.catchUp(ctx); err != nil {
-				return nil, err
-			}
-			current = true
-			continue
-		}
-		if err != nil || ev == nil {
-			return nil, err
-		}
-		ev.Stamp(l.run, st.Seq+1)
-		err = l.s.Append(ctx, ev, opID.String())
-		if errors.Is(err, crew.ErrConflict) {
-			// Another writer took this seq: validate again against what
-			// it wrote.
-			if _, err := l.catchUp(ctx); err != nil {
-				return nil, err
-			}
-			current = true
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		// Committed. What follows is best effort, as the file store's
-		// projections are: the next writer catches up what is missed.
-		effects, err := st.Apply(ev)
-		if err != nil {
-			l.st = nil
-		}
-		l.acts = mailbox.AppendActs(l.acts, effects, false)
-		bg := context.WithoutCancel(ctx)
-		if c.View != nil {
-			l.bringUp(bg, c.View, ev)
-		}
-		l.projectUpTo(bg, ev.Seq)
-		return ev, nil
-	}
+	o := &commit.Op{Ctx: ctx, Change: c}
+	commit.Engine{Run: l.run}.Commit(ctx, &tail{l: l, opID: opID.String()}, []*commit.Op{o})
+	return o.Event, o.Err
 }
 
-// bringUp folds into side, a state read before ev was committed, the
-// events between it and ev, then ev.
-func (l *Log) bringUp(ctx context.Context, side *state.State, ev *events.Event) {
-	if side.Seq < ev.Seq-1 {
-		l.s.Read(ctx, l.run, side.Seq, func(e *events.Event) error {
-			if e.Seq >= ev.Seq {
-				return events.ErrStopScan
-			}
-			side.Apply(e)
-			return nil
-		})
-	}
-	side.Apply(ev)
+// tail is a Log's end for one Commit (commit.Tail). The caller holds
+// l.mu.
+type tail struct {
+	l    *Log
+	opID string
+	// current: l.st was read to the log's end during this Commit;
+	// behind: the engine found it behind, so it is read again.
+	current, behind bool
+	end             int64 // the seq Load returned
 }
+
+// Load implements commit.Tail: the state this process has, read first
+// when it has none, when the engine found it behind, or when it holds
+// damage that may have been read before a repair. Writers refuse a
+// damaged log, as in the file store. The state tracks every open
+// message, whatever open says.
+func (t *tail) Load(ctx context.Context, open bool) (*state.State, bool, error) {
+	l := t.l
+	if l.st == nil || t.behind || !t.current && len(l.st.Damage) > 0 {
+		if _, err := l.catchUp(ctx); err != nil {
+			return nil, false, err
+		}
+		t.current, t.behind = true, false
+	}
+	if err := l.st.Err(); err != nil {
+		return nil, false, err
+	}
+	t.end = l.st.Seq
+	return l.st, t.current, nil
+}
+
+// Behind implements commit.Tail: a dirty state is replayed from the
+// start, one that is only behind from where it is.
+func (t *tail) Behind(dirty bool) {
+	if dirty {
+		t.l.st = nil
+	}
+	t.behind = true
+}
+
+// CatchUp implements commit.Tail: it folds into view the events after
+// it up to the seq Load returned.
+func (t *tail) CatchUp(ctx context.Context, view *state.State) error {
+	if view.Seq >= t.end {
+		return nil
+	}
+	return t.l.s.Read(ctx, t.l.run, view.Seq, func(e *events.Event) error {
+		if e.Seq > t.end {
+			return events.ErrStopScan
+		}
+		view.Apply(e)
+		return nil
+	})
+}
+
+// Append implements commit.Tail: Store.Append, whose condition on the
+// last seq is the compare-and-swap. The NATS store commits one event at
+// a time.
+func (t *tail) Append(ctx context.Context, last int64, evs []*events.Event, _ []byte) error {
+	if len(evs) != 1 || evs[0].Seq != last+1 {
+		return fmt.Errorf("append to run %s: %d events after seq %d; the NATS store appends one at a time", t.l.run, len(evs), last)
+	}
+	return t.l.s.Append(ctx, evs[0], t.opID)
+}
+
+// Project implements commit.Tail: what is committed is best effort from
+// here, as the file store's projections are: the next writer catches up
+// what is missed.
+func (t *tail) Project(ctx context.Context, _ *state.State, evs []*events.Event, acts []mailbox.Act) {
+	if len(evs) == 0 {
+		return
+	}
+	t.l.acts = append(t.l.acts, acts...)
+	t.l.projectUpTo(context.WithoutCancel(ctx), evs[len(evs)-1].Seq)
+}
+
+// SetAsync implements store.Log: an operation returns once its mail
+// copies are delivered, whatever on says.
+func (l *Log) SetAsync(on bool) {}
+
+// Sync implements store.Log: there is nothing to wait for, every
+// operation having delivered its copies before it returned.
+func (l *Log) Sync() {}
 
 // projectUpTo delivers the mail-tree copies of the events up to seq that
 // neither the projection mark nor this process has delivered, and moves

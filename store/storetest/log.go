@@ -19,7 +19,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/internal/proctest"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/store"
 )
@@ -55,7 +55,7 @@ func commitSteer(ctx context.Context, l store.Log, actor, reason string) (*event
 // createLog creates run r1 on s's store and returns its log.
 func createLog(t *testing.T, s Store) store.Log {
 	t.Helper()
-	l, err := s.Root.Store.Create(context.Background(), created("r1"))
+	l, err := s.Store.Create(context.Background(), created("r1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,16 +93,7 @@ func logHead(ctx context.Context, l store.Log) (int64, error) {
 }
 
 func seqs(evs []*events.Event) []int64 {
-	return pluck(evs, func(e *events.Event) int64 { return e.Seq })
-}
-
-// pluck returns f of each of xs, in order.
-func pluck[T, V any](xs []T, f func(T) V) []V {
-	var out []V
-	for _, x := range xs {
-		out = append(out, f(x))
-	}
-	return out
+	return proctest.Pluck(evs, func(e *events.Event) int64 { return e.Seq })
 }
 
 // Create makes a run whole, its log starting with run.created at seq 1,
@@ -110,8 +101,8 @@ func pluck[T, V any](xs []T, f func(T) V) []V {
 // refused, bad ids too, and a refused creation makes nothing. Open finds
 // the run, and no other.
 func testCreate(t *testing.T, s Store) {
-	ctx := ctxBound(t)
-	st := s.Root.Store
+	ctx := proctest.Ctx(t)
+	st := s.Store
 	l, err := st.Create(ctx, created("r1"))
 	if err != nil {
 		t.Fatal(err)
@@ -181,15 +172,11 @@ func testCreate(t *testing.T, s Store) {
 }
 
 // Commit appends each change's event as the next seq, validated against
-// the state at the log's end; a refused change, one with nothing to
-// write and a cancelled one write nothing. Cursors read from any seq,
-// stop when told, and, at the end of the log, later return what was
-// appended meanwhile.
-//
-// It is long on purpose: one log, read top to bottom, its steps each
-// depending on what the ones before it wrote.
+// the state at the log's end and stamped with its seq, run and time;
+// another Log of the run (as another process holds one) reads the same
+// and commits after it, and the first commits after that.
 func testCommitKeepsSeqDense(t *testing.T, s Store) {
-	ctx := ctxBound(t)
+	ctx := proctest.Ctx(t)
 	l := createLog(t, s)
 	for seq := int64(2); seq <= 10; seq++ {
 		id := newID()
@@ -206,6 +193,37 @@ func testCommitKeepsSeqDense(t *testing.T, s Store) {
 			t.Fatalf("commit seq %d returned %+v; want the event stamped with seq %d, run r1 and a time", seq, ev, seq)
 		}
 	}
+	if got := seqs(readAll(t, l, 0)); fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10]" {
+		t.Fatalf("seqs = %v; want 1..10", got)
+	}
+	for i, e := range readAll(t, l, 1) {
+		if e.Actor != "a" || e.Reason != fmt.Sprint("a-", i+2) || e.Message == nil || e.Message.Body != "body a" {
+			t.Errorf("seq %d = %+v; want writer a's event a-%d", e.Seq, e, i+2)
+		}
+	}
+	l2, err := s.Store.Open(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seqs(readAll(t, l2, 0)); fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10]" {
+		t.Errorf("another Log of the run reads %v", got)
+	}
+	if ev, err := commitSteer(ctx, l2, "c", "c-11"); err != nil || ev.Seq != 11 {
+		t.Fatalf("commit through another Log: %+v, %v; want seq 11", ev, err)
+	}
+	if ev, err := commitSteer(ctx, l, "a", "a-12"); err != nil || ev.Seq != 12 {
+		t.Fatalf("commit through the first Log after another's: %+v, %v; want seq 12", ev, err)
+	}
+}
+
+// A change Validate refuses, one with nothing to write and a cancelled
+// one write nothing, and take no seq.
+func testCommitRefusesAndCancels(t *testing.T, s Store) {
+	ctx := proctest.Ctx(t)
+	l := createLog(t, s)
+	if _, err := commitSteer(ctx, l, "a", "a-2"); err != nil {
+		t.Fatal(err)
+	}
 	refused := errors.New("refused")
 	if ev, err := l.Commit(ctx, store.Change{Validate: func(*state.State) (*events.Event, error) { return nil, refused }}); !errors.Is(err, refused) || ev != nil {
 		t.Errorf("commit refused by Validate: %v, %v; want Validate's error", ev, err)
@@ -218,16 +236,24 @@ func testCommitKeepsSeqDense(t *testing.T, s Store) {
 	if ev, err := commitSteer(cctx, l, "b", "cancelled"); !errors.Is(err, context.Canceled) || ev != nil {
 		t.Errorf("commit with a cancelled context: %+v, %v; want context.Canceled and nothing written", ev, err)
 	}
-	got := seqs(readAll(t, l, 0))
-	if fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10]" {
-		t.Fatalf("seqs = %v; want 1..10, nothing of the refused commits", got)
+	if got := seqs(readAll(t, l, 0)); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("seqs = %v; want [1 2], nothing of the refused commits", got)
 	}
-	for i, e := range readAll(t, l, 1) {
-		if e.Actor != "a" || e.Reason != fmt.Sprint("a-", i+2) || e.Message == nil || e.Message.Body != "body a" {
-			t.Errorf("seq %d = %+v; want writer a's event a-%d", e.Seq, e, i+2)
+	if ev, err := commitSteer(ctx, l, "a", "a-3"); err != nil || ev.Seq != 3 {
+		t.Errorf("commit after the refused ones: %+v, %v; want seq 3", ev, err)
+	}
+}
+
+// Cursors read from any seq, stop when told, and, at the end of the log,
+// later return what was appended meanwhile, by this Log or another.
+func testCursorsReadFromAnySeq(t *testing.T, s Store) {
+	ctx := proctest.Ctx(t)
+	l := createLog(t, s)
+	for seq := 2; seq <= 10; seq++ {
+		if _, err := commitSteer(ctx, l, "a", fmt.Sprint("a-", seq)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	// Cursors.
 	if got := seqs(readAll(t, l, 7)); fmt.Sprint(got) != "[8 9 10]" {
 		t.Errorf("since 7 = %v; want [8 9 10]", got)
 	}
@@ -274,14 +300,9 @@ func testCommitKeepsSeqDense(t *testing.T, s Store) {
 	if fmt.Sprint(tail) != "[9 10]" {
 		t.Errorf("cursor since 8 = %v; want [9 10], then io.EOF", tail)
 	}
-	// Another Log of the run (as another process holds one) reads the
-	// same and commits after it.
-	l2, err := s.Root.Store.Open(ctx, "r1")
+	l2, err := s.Store.Open(ctx, "r1")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got := seqs(readAll(t, l2, 0)); fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10]" {
-		t.Errorf("another Log of the run reads %v", got)
 	}
 	if ev, err := commitSteer(ctx, l2, "c", "c-11"); err != nil || ev.Seq != 11 {
 		t.Fatalf("commit through another Log: %+v, %v; want seq 11", ev, err)
@@ -292,9 +313,6 @@ func testCommitKeepsSeqDense(t *testing.T, s Store) {
 	if _, err := c.Next(); err != io.EOF {
 		t.Errorf("the cursor past seq 11: %v; want io.EOF", err)
 	}
-	if ev, err := commitSteer(ctx, l, "a", "a-12"); err != nil || ev.Seq != 12 {
-		t.Fatalf("commit through the first Log after another's: %+v, %v; want seq 12", ev, err)
-	}
 }
 
 // Many processes commit a change that only the first may make (its
@@ -304,7 +322,7 @@ func testCommitKeepsSeqDense(t *testing.T, s Store) {
 func testRaceExactlyOneWins(t *testing.T, s Store) {
 	l := createLog(t, s)
 	const n = 6
-	outs := race(t, s, n, "race", "w")
+	outs := proctest.Race(t, s.Addr, n, "race", "w")
 	won := 0
 	var winner string
 	for i, out := range outs {
@@ -331,7 +349,7 @@ func testRaceExactlyOneWins(t *testing.T, s Store) {
 func testConcurrentWritersDense(t *testing.T, s Store) {
 	l := createLog(t, s)
 	const writers, each = 3, 15
-	outs := race(t, s, writers, "commit", "w", fmt.Sprint(each))
+	outs := proctest.Race(t, s.Addr, writers, "commit", "w", fmt.Sprint(each))
 	for i, out := range outs {
 		if strings.TrimSpace(out) != "ok" {
 			t.Errorf("writer %d: %q", i, out)
@@ -365,7 +383,7 @@ func testConcurrentWritersDense(t *testing.T, s Store) {
 // A waiter wakes for a commit made after Watch, even one made before
 // Wait, and is woken when another process commits.
 func testWatchWakes(t *testing.T, s Store) {
-	ctx := ctxBound(t)
+	ctx := proctest.Ctx(t)
 	l := createLog(t, s)
 	// Committed between Watch and Wait: not missed.
 	w := l.Watch()
@@ -402,8 +420,8 @@ func testWatchWakes(t *testing.T, s Store) {
 		t.Fatalf("woke (%v) before anything was committed", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	out := spawn(t, 1, func(int) string {
-		return strings.Join([]string{"commit", s.Addr, "r1", "", "other", "1"}, "|")
+	out := proctest.Spawn(t, 1, func(int) proctest.Spec {
+		return proctest.Spec{Mode: "commit", Addr: s.Addr, Run: "r1", Name: "other", Args: []string{"1"}}
 	}, nil)
 	if strings.TrimSpace(out[0]) != "ok" {
 		t.Fatalf("committing process: %q", out[0])
@@ -422,25 +440,25 @@ func testWatchWakes(t *testing.T, s Store) {
 //	commit  wait for the barrier, commit ARGS[0] steers by NAME, the k-th
 //	        with Reason NAME-k; print ok
 //
-// It reports whether mode was one of these.
-func logHelper(ctx context.Context, mode string, root *run.Root, id, barrier, name string, args []string) (int, bool) {
-	switch mode {
-	case "race", "commit":
-	default:
-		return 0, false
+// It returns the process's exit code.
+func logHelper(ctx context.Context, s store.Store, spec proctest.Spec) int {
+	name := spec.Name
+	if spec.Mode != "race" && spec.Mode != "commit" {
+		fmt.Printf("unknown helper mode %q\n", spec.Mode)
+		return 2
 	}
-	l, err := root.Store.Open(ctx, id)
+	l, err := s.Open(ctx, spec.Run)
 	if err != nil {
 		fmt.Println(err)
-		return 1, true
+		return 1
 	}
 	// Every racer holds the state at the same seq before any commits.
 	if _, err := l.State(ctx, state.NewTasks()); err != nil {
 		fmt.Println(err)
-		return 1, true
+		return 1
 	}
-	awaitBarrier(barrier)
-	switch mode {
+	proctest.AwaitBarrier(spec.Barrier)
+	switch spec.Mode {
 	case "race":
 		mid := newID()
 		_, err := l.Commit(ctx, store.Change{Validate: func(st *state.State) (*events.Event, error) {
@@ -449,25 +467,25 @@ func logHelper(ctx context.Context, mode string, root *run.Root, id, barrier, na
 			}
 			return steer(name, name, mid), nil
 		}})
-		return outcome(err), true
+		return proctest.Outcome(err)
 	case "commit":
 		var n int
-		fmt.Sscan(args[0], &n)
+		fmt.Sscan(spec.Args[0], &n)
 		var last int64
 		for k := range n {
 			reason := fmt.Sprintf("%s-%d", name, k)
 			ev, err := commitSteer(ctx, l, name, reason)
 			if err != nil {
 				fmt.Println(err)
-				return 1, true
+				return 1
 			}
 			if ev == nil || ev.Seq <= last || ev.Reason != reason {
 				fmt.Printf("commit %s returned %+v after seq %d\n", reason, ev, last)
-				return 1, true
+				return 1
 			}
 			last = ev.Seq
 		}
 		fmt.Println("ok")
 	}
-	return 0, true
+	return 0
 }

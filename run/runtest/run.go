@@ -1,4 +1,4 @@
-package storetest
+package runtest
 
 // The operation-level suite: run.Run on a root of the store. Every test
 // here runs the same code against every store; where stores may differ
@@ -16,6 +16,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/proctest"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -208,19 +209,42 @@ func testRunMessagesAndTerminalTasks(t *testing.T, s Store) {
 // the leader's view of what workers sent; what is pending for each; and
 // the mail tree's copies, whose read flags follow the run.
 //
-// It is long on purpose: one conversation, whose statuses each depend
-// on the steps before them, reads best as the story it tells.
+// One conversation, whose statuses each depend on the steps before it,
+// told in parts: the worker reads (inboxStory.read), acknowledges
+// (acknowledge), the leader reads and answers (leader), and the mail
+// tree and the log show it all (mailTree, cursor).
 func testRunInboxCursorsAndDeliveryStatus(t *testing.T, s Store) {
-	ctx := context.Background()
 	r := newRun(t, s, "t1", "t2")
 	reach(t, r, "t1", task.Running)
-	m1 := send(t, r, events.KindSteer, "t1", "steer one")
-	m2 := send(t, r, events.KindFollowUp, "t1", "follow-up two")
-	m3 := send(t, r, events.KindNudge, "t1", "")
-	b := send(t, r, events.KindMessage, events.Broadcast, "to everyone")
+	c := &inboxStory{s: s, r: r}
+	c.m1 = send(t, r, events.KindSteer, "t1", "steer one")
+	c.m2 = send(t, r, events.KindFollowUp, "t1", "follow-up two")
+	c.m3 = send(t, r, events.KindNudge, "t1", "")
+	c.b = send(t, r, events.KindMessage, events.Broadcast, "to everyone")
+	c.read(t)
+	c.acknowledge(t)
+	c.leader(t)
+	c.mailTree(t)
+	c.cursor(t)
+}
 
+// inboxStory is the conversation of testRunInboxCursorsAndDeliveryStatus:
+// three messages to t1 (m1, m2, m3) and a broadcast b, then t1's
+// question q and the leader's response resp.
+type inboxStory struct {
+	s             Store
+	r             *run.Run
+	m1, m2, m3, b *events.Message
+	q, resp       *events.Message
+}
+
+// read: a peek shows every message pending; --since shows only what
+// came after the cursor and marks it delivered (one event); --unread
+// what is not.
+func (c *inboxStory) read(t *testing.T) {
+	ctx, r := context.Background(), c.r
 	peek := of(r.Inbox(ctx, "t1", run.InboxOptions{Peek: true})).must(t)
-	if got := ids(peek); fmt.Sprint(got) != fmt.Sprint([]string{m1.ID, m2.ID, m3.ID, b.ID}) {
+	if got := ids(peek); fmt.Sprint(got) != fmt.Sprint([]string{c.m1.ID, c.m2.ID, c.m3.ID, c.b.ID}) {
 		t.Fatalf("t1's inbox = %v; want its three messages and the broadcast, in order", got)
 	}
 	for _, m := range peek {
@@ -228,15 +252,13 @@ func testRunInboxCursorsAndDeliveryStatus(t *testing.T, s Store) {
 			t.Errorf("peeked %s %s: status %s; want pending", m.Kind, m.ID, m.Status)
 		}
 	}
-	if m3.Body != run.DefaultNudge {
-		t.Errorf("nudge without a body: %q; want the default", m3.Body)
+	if c.m3.Body != run.DefaultNudge {
+		t.Errorf("nudge without a body: %q; want the default", c.m3.Body)
 	}
-	// --since: only what came after the cursor; reading marks it
-	// delivered (one event), and shows it so.
 	before := head(t, r)
-	since := of(r.Inbox(ctx, "t1", run.InboxOptions{Since: m2.Seq})).must(t)
-	if got := ids(since); fmt.Sprint(got) != fmt.Sprint([]string{m3.ID, b.ID}) {
-		t.Fatalf("inbox since seq %d = %v; want the nudge and the broadcast", m2.Seq, got)
+	since := of(r.Inbox(ctx, "t1", run.InboxOptions{Since: c.m2.Seq})).must(t)
+	if got := ids(since); fmt.Sprint(got) != fmt.Sprint([]string{c.m3.ID, c.b.ID}) {
+		t.Fatalf("inbox since seq %d = %v; want the nudge and the broadcast", c.m2.Seq, got)
 	}
 	for _, m := range since {
 		if m.Status != events.StatusDelivered || m.DeliveredAt == nil {
@@ -250,71 +272,80 @@ func testRunInboxCursorsAndDeliveryStatus(t *testing.T, s Store) {
 		t.Errorf("reading two pending messages wrote %d events; want one message.delivered", h-before)
 	}
 	unread := of(r.Inbox(ctx, "t1", run.InboxOptions{Unread: true})).must(t)
-	if got := ids(unread); fmt.Sprint(got) != fmt.Sprint([]string{m1.ID, m2.ID}) {
+	if got := ids(unread); fmt.Sprint(got) != fmt.Sprint([]string{c.m1.ID, c.m2.ID}) {
 		t.Errorf("unread = %v; want the two not yet delivered", got)
 	}
-	// Acknowledge and reject close messages; the rest stay shown.
-	if err := r.Acknowledge(ctx, "t1", []string{m1.ID}, false, ""); err != nil {
+}
+
+// acknowledge: acknowledge and reject close messages, the rest stay
+// shown; t2 has its own copy of the broadcast; acknowledging twice is a
+// no-op, rejecting a closed one, another's or an unknown one is not.
+func (c *inboxStory) acknowledge(t *testing.T) {
+	ctx, r := context.Background(), c.r
+	if err := r.Acknowledge(ctx, "t1", []string{c.m1.ID}, false, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Acknowledge(ctx, "t1", []string{m2.ID}, true, "not now"); err != nil {
+	if err := r.Acknowledge(ctx, "t1", []string{c.m2.ID}, true, "not now"); err != nil {
 		t.Fatal(err)
 	}
-	if got := ids(of(r.Inbox(ctx, "t1", run.InboxOptions{})).must(t)); fmt.Sprint(got) != fmt.Sprint([]string{m3.ID, b.ID}) {
+	if got := ids(of(r.Inbox(ctx, "t1", run.InboxOptions{})).must(t)); fmt.Sprint(got) != fmt.Sprint([]string{c.m3.ID, c.b.ID}) {
 		t.Errorf("after ack and reject, inbox = %v; want the nudge and the broadcast", got)
 	}
-	// t2 has its own copy of the broadcast, still pending.
 	t2 := of(r.Inbox(ctx, "t2", run.InboxOptions{Peek: true})).must(t)
-	if len(t2) != 1 || t2[0].ID != b.ID || t2[0].Status != events.StatusPending {
+	if len(t2) != 1 || t2[0].ID != c.b.ID || t2[0].Status != events.StatusPending {
 		t.Errorf("t2's inbox = %+v; want its own pending copy of the broadcast", t2)
 	}
-	// Acknowledging twice is a no-op; rejecting a closed one, or
-	// another's message, or an unknown one, is not.
-	if err := r.Acknowledge(ctx, "t1", []string{m1.ID}, false, ""); err != nil {
+	if err := r.Acknowledge(ctx, "t1", []string{c.m1.ID}, false, ""); err != nil {
 		t.Errorf("acknowledge again: %v; want nil", err)
 	}
-	for _, c := range []struct {
+	for _, a := range []struct {
 		who, id string
 		reject  bool
 		want    error
 	}{
-		{"t1", m1.ID, true, crew.ErrConflict},
-		{"t2", m3.ID, false, crew.ErrConflict},
+		{"t1", c.m1.ID, true, crew.ErrConflict},
+		{"t2", c.m3.ID, false, crew.ErrConflict},
 		{"t1", "01900000-0000-7000-8000-000000000000", false, crew.ErrNotFound},
 		{"t1", "not-a-uuid", false, crew.ErrInvalid},
 	} {
-		if err := r.Acknowledge(ctx, c.who, []string{c.id}, c.reject, ""); !errors.Is(err, c.want) {
-			t.Errorf("%s acknowledges %s (reject %v): %v; want %v", c.who, c.id, c.reject, err, c.want)
+		if err := r.Acknowledge(ctx, a.who, []string{a.id}, a.reject, ""); !errors.Is(err, a.want) {
+			t.Errorf("%s acknowledges %s (reject %v): %v; want %v", a.who, a.id, a.reject, err, a.want)
 		}
 	}
 	// What is pending for the worker: its unacknowledged messages.
 	p := of(r.Pending("t1")).must(t)
-	if got := ids(p.Messages); fmt.Sprint(got) != fmt.Sprint([]string{m3.ID, b.ID}) {
+	if got := ids(p.Messages); fmt.Sprint(got) != fmt.Sprint([]string{c.m3.ID, c.b.ID}) {
 		t.Errorf("pending for t1 = %v", got)
 	}
+}
 
-	// The leader's view: every open question and report, urgent first.
-	q := send(t, r, events.KindQuestion, "t1", "Which DB?")
+// leader: the leader's view, every open question and report, urgent
+// first; its response replies to the question.
+func (c *inboxStory) leader(t *testing.T) {
+	ctx, r := context.Background(), c.r
+	c.q = send(t, r, events.KindQuestion, "t1", "Which DB?")
 	rep := of(r.Send(ctx, run.SendOptions{Kind: events.KindReport, Task: "t1", From: "t1", Body: "disk full", Priority: "urgent"})).must(t)
 	lp := of(r.Pending(run.Leader)).must(t)
-	if got := ids(lp.Messages); fmt.Sprint(got) != fmt.Sprint([]string{rep.ID, q.ID}) {
+	if got := ids(lp.Messages); fmt.Sprint(got) != fmt.Sprint([]string{rep.ID, c.q.ID}) {
 		t.Errorf("leader's pending = %v; want the urgent report, then the question", got)
 	}
 	if len(lp.Messages) == 2 && (lp.Messages[1].Task != "t1" || lp.Messages[1].Body != "Which DB?") {
 		t.Errorf("leader's pending question = %+v; want t1's question with its body", lp.Messages[1])
 	}
-	if got := ids(of(r.Inbox(ctx, run.Leader, run.InboxOptions{})).must(t)); fmt.Sprint(got) != fmt.Sprint([]string{q.ID, rep.ID}) {
+	if got := ids(of(r.Inbox(ctx, run.Leader, run.InboxOptions{})).must(t)); fmt.Sprint(got) != fmt.Sprint([]string{c.q.ID, rep.ID}) {
 		t.Errorf("outbox = %v; want the question and the report", got)
 	}
-	resp := send(t, r, events.KindResponse, "t1", "Postgres.")
-	if resp.ReplyTo != q.ID {
-		t.Errorf("response replyTo %q; want the question %s", resp.ReplyTo, q.ID)
+	c.resp = send(t, r, events.KindResponse, "t1", "Postgres.")
+	if c.resp.ReplyTo != c.q.ID {
+		t.Errorf("response replyTo %q; want the question %s", c.resp.ReplyTo, c.q.ID)
 	}
+}
 
-	// The mail tree: every message has its copy in its recipient's
-	// mailbox, read once the run says it was delivered.
-	want := map[string]bool{m1.ID: true, m2.ID: true, m3.ID: true, b.ID: true, resp.ID: false}
-	mails, bad, err := s.Root.Mail().List("t1", false)
+// mailTree: every message has its copy in its recipient's mailbox, read
+// once the run says it was delivered.
+func (c *inboxStory) mailTree(t *testing.T) {
+	want := map[string]bool{c.m1.ID: true, c.m2.ID: true, c.m3.ID: true, c.b.ID: true, c.resp.ID: false}
+	mails, bad, err := c.s.Root.Mail().List("t1", false)
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("t1's mail: %v %v", err, bad)
 	}
@@ -328,30 +359,33 @@ func testRunInboxCursorsAndDeliveryStatus(t *testing.T, s Store) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("t1's mail tree (id: read) = %v; want %v", got, want)
 	}
-	leaderMail := of(s.Root.Mail().Find("leader", q.ID)).must(t)
+	leaderMail := of(c.s.Root.Mail().Find("leader", c.q.ID)).must(t)
 	if !leaderMail.Mail.Read {
 		t.Errorf("the answered question's copy in the leader's mailbox is unread")
 	}
+}
 
-	// The log read from a cursor.
-	c := of(r.Events(m2.Seq)).must(t)
-	defer c.Close()
+// cursor: the log read from a cursor after m2, dense to its end.
+func (c *inboxStory) cursor(t *testing.T) {
+	r := c.r
+	cur := of(r.Events(c.m2.Seq)).must(t)
+	defer cur.Close()
 	var seqs []int64
-	if err := c.Scan(nil, func(e *events.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
+	if err := cur.Scan(nil, func(e *events.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(seqs) == 0 || seqs[0] != m2.Seq+1 || seqs[len(seqs)-1] != head(t, r) {
-		t.Errorf("events since %d: %v; want %d..%d", m2.Seq, seqs, m2.Seq+1, head(t, r))
+	if len(seqs) == 0 || seqs[0] != c.m2.Seq+1 || seqs[len(seqs)-1] != head(t, r) {
+		t.Errorf("events since %d: %v; want %d..%d", c.m2.Seq, seqs, c.m2.Seq+1, head(t, r))
 	}
 	for i := 1; i < len(seqs); i++ {
 		if seqs[i] != seqs[i-1]+1 {
-			t.Fatalf("events since %d: %v; not dense", m2.Seq, seqs)
+			t.Fatalf("events since %d: %v; not dense", c.m2.Seq, seqs)
 		}
 	}
 }
 
 func ids(ms []events.Message) []string {
-	return pluck(ms, func(m events.Message) string { return m.ID })
+	return proctest.Pluck(ms, func(m events.Message) string { return m.ID })
 }
 
 // Bad input is refused with ErrInvalid (exit 2), unknown things with
@@ -398,10 +432,10 @@ func testRunBadInput(t *testing.T, s Store) {
 	if err != nil || len(bad) > 0 || len(runs) != 1 || runs[0].ID != "r1" {
 		t.Errorf("runs after refused creations: %v %v %v; want r1 only", runs, bad, err)
 	}
-	// Repair is for a log that can be damaged and repaired (a file
-	// log, store.Repairer); on a store without one (NATS) it is refused
-	// (exit 2).
-	_, repairable := r.Log().(store.Repairer)
+	// Repair is for a store whose logs can be damaged and repaired (a
+	// file store, store.Repairer); on a store without them (NATS) it is
+	// refused (exit 2).
+	_, repairable := s.Root.Store.(store.Repairer)
 	if _, err := r.Repair(ctx); repairable && err != nil || !repairable && !errors.Is(err, crew.ErrInvalid) {
 		t.Errorf("repair on %s (repairable: %v): %v", s.Name, repairable, err)
 	}
@@ -541,7 +575,7 @@ func testRunRespondRaceExactlyOneWins(t *testing.T, s Store) {
 	r := newRun(t, s, "t1")
 	reach(t, r, "t1", task.Waiting)
 	const n = 6
-	outs := race(t, s, n, "respond", "leader")
+	outs := proctest.Race(t, s.Addr, n, "respond", "leader")
 	won, lost := 0, 0
 	for i, out := range outs {
 		switch strings.TrimSpace(out) {
@@ -576,7 +610,7 @@ func testRunRespondRaceExactlyOneWins(t *testing.T, s Store) {
 func testRunConcurrentWriters(t *testing.T, s Store) {
 	r := newRun(t, s, "t1")
 	const writers, per = 3, 10
-	outs := race(t, s, writers, "steer", "w", fmt.Sprint(per))
+	outs := proctest.Race(t, s.Addr, writers, "steer", "w", fmt.Sprint(per))
 	for i, out := range outs {
 		if strings.TrimSpace(out) != "ok" {
 			t.Fatalf("writer %d: %q", i, out)
@@ -615,15 +649,15 @@ func testRunConcurrentWriters(t *testing.T, s Store) {
 // answer that already came gets it at once; run wait wakes when the last
 // task ends.
 func testRunAskWaitIsWoken(t *testing.T, s Store) {
-	ctx := ctxBound(t)
+	ctx := proctest.Ctx(t)
 	r := newRun(t, s, "t1")
 	reach(t, r, "t1", task.Running)
 	w := r.Watch()
 	defer w.Close()
 	done := make(chan string, 1)
 	go func() {
-		done <- spawn(t, 1, func(int) string {
-			return strings.Join([]string{"ask", s.Addr, "r1", "", "t1"}, "|")
+		done <- proctest.Spawn(t, 1, func(int) proctest.Spec {
+			return proctest.Spec{Mode: "ask", Addr: s.Addr, Run: "r1", Name: "t1"}
 		}, nil)[0]
 	}()
 	var q string
@@ -664,8 +698,8 @@ func testRunAskWaitIsWoken(t *testing.T, s Store) {
 	// run wait, in another process, wakes when the task completes.
 	waited := make(chan string, 1)
 	go func() {
-		waited <- spawn(t, 1, func(int) string {
-			return strings.Join([]string{"wait", s.Addr, "r1", "", "leader"}, "|")
+		waited <- proctest.Spawn(t, 1, func(int) proctest.Spec {
+			return proctest.Spec{Mode: "wait", Addr: s.Addr, Run: "r1", Name: "leader"}
 		}, nil)[0]
 	}()
 	of(r.Transition(ctx, "t1", task.Complete, "t1", "", nil)).must(t)
@@ -682,30 +716,32 @@ func testRunAskWaitIsWoken(t *testing.T, s Store) {
 //	ask      ask for task t1, wait for the response; print its body
 //	wait     block until every task of the run has ended; print "all completed"
 //
-// It reports whether mode was one of these.
-func runHelper(ctx context.Context, mode string, root *run.Root, id, barrier, name string, args []string) (int, bool) {
-	switch mode {
+// It returns the process's exit code.
+func runHelper(ctx context.Context, root *run.Root, spec proctest.Spec) int {
+	name := spec.Name
+	switch spec.Mode {
 	case "respond", "steer", "ask", "wait":
 	default:
-		return 0, false
+		fmt.Printf("unknown helper mode %q\n", spec.Mode)
+		return 2
 	}
-	r, err := root.Open(id)
+	r, err := root.Open(spec.Run)
 	if err != nil {
 		fmt.Println(err)
-		return 1, true
+		return 1
 	}
-	awaitBarrier(barrier)
-	switch mode {
+	proctest.AwaitBarrier(spec.Barrier)
+	switch spec.Mode {
 	case "respond":
 		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindResponse, Task: "t1", From: name, Body: "answer from " + name})
-		return outcome(err), true
+		return proctest.Outcome(err)
 	case "steer":
 		var n int
-		fmt.Sscan(args[0], &n)
+		fmt.Sscan(spec.Args[0], &n)
 		for k := range n {
 			if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: fmt.Sprintf("%s-%d", name, k)}); err != nil {
 				fmt.Println(err)
-				return 1, true
+				return 1
 			}
 		}
 		fmt.Println("ok")
@@ -716,15 +752,15 @@ func runHelper(ctx context.Context, mode string, root *run.Root, id, barrier, na
 		}
 		if err != nil {
 			fmt.Println(err)
-			return 1, true
+			return 1
 		}
 		fmt.Println(m.Body)
 	case "wait":
 		if err := supervise.WaitRun(ctx, r, nil); err != nil {
 			fmt.Println(err)
-			return 1, true
+			return 1
 		}
 		fmt.Println("all completed")
 	}
-	return 0, true
+	return 0
 }
