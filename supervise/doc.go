@@ -2,8 +2,9 @@
 // that do a run's tasks (docs/concepts.md, Supervised workers and
 // Liveness). It starts a task's worker and waits for it (Spawn), tells
 // whether a recorded worker's process is gone and records the exits that
-// no one saw (Reap), keeps heartbeats (Heartbeat, Alive) and worker logs
-// (WorkerLog), says what each task is doing (Liveness, TasksAlive), and
+// no one saw (Reap; ReapRoot over every run, as crew serve does each
+// second), keeps heartbeats (Heartbeat, Alive) and worker logs
+// (WorkerLog, OpenWorkerLog), says what each task is doing (Liveness, TasksAlive), and
 // waits for a run while watching its workers (WaitRun).
 //
 // Imports go one way: supervise imports run, never the reverse. What a

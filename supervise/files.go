@@ -2,9 +2,11 @@ package supervise
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/run"
 )
@@ -38,4 +40,20 @@ func createFile(r *run.Run, path string) (*os.File, error) {
 		f.Chmod(mode)
 	}
 	return f, nil
+}
+
+// OpenWorkerLog opens task id's worker log on this machine (WorkerLog's
+// file) for reading, making nothing and never through a symbolic link:
+// what crew serve shows on a task's page. A task whose worker never ran
+// here has none: an error wrapping crew.ErrNotFound.
+func OpenWorkerLog(r *run.Run, id string) (*os.File, error) {
+	dir, err := r.WorkersDir(false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := fsys.OpenNoFollow(filepath.Join(dir, id+".log"), os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no worker log of task %s on this machine: %w", id, crew.ErrNotFound)
+	}
+	return f, err
 }

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -62,4 +63,49 @@ func reapState(ctx context.Context, r *run.Run) (*state.State, error) {
 		return st, nil
 	}
 	return r.TaskState()
+}
+
+// ReapRoot is Reap over every run of root that has a worker recorded as
+// running on this machine: what crew serve does periodically, so that a
+// task whose worker and crew spawn both died moves to failed with no
+// command run. It returns how many exits it recorded. A run that cannot
+// be read (damaged, or its manifest unreadable) is skipped, its error
+// joined to the one returned, after the other runs are reaped.
+func ReapRoot(ctx context.Context, root *run.Root) (int, error) {
+	ms, _, err := root.List()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, m := range ms {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		r, err := root.Open(m.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st, err := r.TaskState()
+		if err != nil || st.Err() != nil || !hasLive(st) {
+			continue
+		}
+		k, err := Reap(ctx, r, st)
+		n += k
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reap run %s: %w", m.ID, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// hasLive reports whether a task of st has a worker recorded as running.
+func hasLive(st *state.State) bool {
+	for _, t := range st.Tasks {
+		if t.Live() != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/supervise"
+	"github.com/crew-dev/crew/task"
+	"github.com/crew-dev/crew/web"
 )
 
 // chromium returns the path of a Chromium or Chrome to drive: $CREW_CHROMIUM,
@@ -297,5 +301,130 @@ func TestBrowserReconnectResumes(t *testing.T) {
 	}
 	if int64(len(seqs)) != last {
 		t.Fatalf("%d rows, want %d", len(seqs), last)
+	}
+}
+
+// liveBoard opens f's board in b and waits for its live stream, with a
+// marker that a reload would drop.
+func liveBoard(t *testing.T, b *browser, f *fixture, path string) {
+	t.Helper()
+	b.do(t, chromedp.Navigate(f.base+path+"?token="+f.token),
+		ready(`document.getElementById("live").textContent === "live"`))
+	value(t, b, chromedp.Evaluate[int](`window.crewMarker = 42`))
+}
+
+// notReloaded fails the test when the page was loaded again.
+func notReloaded(t *testing.T, b *browser) {
+	t.Helper()
+	if value(t, b, chromedp.Evaluate[int](`window.crewMarker || 0`)) != 42 {
+		t.Fatal("the page was reloaded")
+	}
+}
+
+// TestBrowserLostWorkerShowsFailed: a worker killed together with its
+// crew spawn (real processes, SIGKILL to both) is shown failed on the
+// open board with no command run: crew serve reaps it.
+func TestBrowserLostWorkerShowsFailed(t *testing.T) {
+	f := newFixture(t)
+	b := newBrowser(t)
+	f.addPending(t, "t4")
+	liveBoard(t, b, f, "/runs/r1/")
+	spawn, _, w := f.spawn(t, "t4", "sleep", "600")
+	b.do(t, chromedp.WaitVisible(chromedp.CSS(`#task-t4 [data-life="working"]`)))
+	must(t, spawn.Signal(syscall.SIGKILL))
+	must(t, syscall.Kill(w.PID, syscall.SIGKILL))
+	b.do(t, chromedp.WaitVisible(chromedp.CSS(`.column.failed #task-t4`)))
+	notReloaded(t, b)
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t4 .reason`))); !strings.Contains(text, "exit status is unknown") {
+		t.Errorf("the failed card's reason: %q", text)
+	}
+	b.noDialogs(t)
+}
+
+// TestBrowserQuietWorker: with crew serve --quiet-after 4s, a running
+// task with no sign of life turns quiet on the open board; a heartbeat
+// makes it working again, and then quiet again, with no event and no
+// reload. A waiting task says waiting; a task not started, not quiet.
+func TestBrowserQuietWorker(t *testing.T) {
+	f := newFixtureWith(t, web.Options{QuietAfter: 4 * time.Second})
+	b := newBrowser(t)
+	f.addPending(t, "t4")
+	_, _, err := f.run.Ask(context.Background(), run.SendOptions{Kind: events.KindQuestion, Task: "t2", From: "wt2", Body: "which?"}, false)
+	must(t, err)
+	liveBoard(t, b, f, "/runs/r1/")
+	b.do(t, chromedp.WaitVisible(chromedp.CSS(`#task-t1 [data-life="quiet"]`)))
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t1 .times`))); !strings.HasPrefix(text, "ran ") || !strings.Contains(text, "quiet for ") {
+		t.Errorf("t1's card: %q", text)
+	}
+	seq := f.lastSeq(t)
+	must(t, supervise.Heartbeat(f.run, "t1"))
+	b.do(t, chromedp.WaitVisible(chromedp.CSS(`#task-t1 [data-life="working"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#task-t1 [data-life="quiet"]`)))
+	notReloaded(t, b)
+	if f.lastSeq(t) != seq {
+		t.Errorf("a heartbeat wrote to the log")
+	}
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t2 .times`))); !strings.Contains(text, "waiting for ") {
+		t.Errorf("t2's card: %q", text)
+	}
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t4 .times`))); strings.Contains(text, "quiet") || !strings.Contains(text, "not started") {
+		t.Errorf("t4's card: %q", text)
+	}
+	b.noDialogs(t)
+}
+
+// TestBrowserWorkerLogFollows: a task's page shows its attempt and its
+// worker's output as the worker (a real process) prints it, through
+// the page's updates; when the worker is killed the attempt says how.
+func TestBrowserWorkerLogFollows(t *testing.T) {
+	f := newFixture(t)
+	b := newBrowser(t)
+	f.addPending(t, "t4")
+	_, _, w := f.spawn(t, "t4", "sh", "-c", "i=0; while :; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done")
+	liveBoard(t, b, f, "/runs/r1/tasks/t4")
+	b.do(t, ready(`document.getElementById("worker-log").textContent.includes("line 1\n")`))
+	if pid := value(t, b, chromedp.TextContent(chromedp.CSS(`#attempts tr[data-attempt="1"] td:nth-child(2)`))); pid != itoa(int64(w.PID)) {
+		t.Errorf("the attempt shows pid %q, want %d", pid, w.PID)
+	}
+	// An event draws the page again: the log stays and goes on.
+	updated := value(t, b, chromedp.Evaluate[string](`document.body.dataset.updated || ""`))
+	_, err := f.run.Send(context.Background(), run.SendOptions{Kind: events.KindReport, Task: "t4", From: "wt4", Body: "halfway"})
+	must(t, err)
+	b.do(t, ready(`(document.body.dataset.updated || "") !== "`+updated+`"`),
+		ready(`document.getElementById("worker-log").textContent.includes("line 12\n")`))
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#worker-log`))); !strings.Contains(text, "line 1\n") {
+		t.Errorf("the log lost its start: %q", text)
+	}
+	must(t, syscall.Kill(w.PID, syscall.SIGTERM))
+	b.do(t, ready(`document.querySelector("#attempts td.exit").textContent.includes("signal terminated")`),
+		ready(`document.getElementById("status").textContent === "failed"`))
+	notReloaded(t, b)
+	b.noDialogs(t)
+}
+
+// TestBrowserReasonKeepsItsLines: a failure reason of several lines
+// with a long path shows its lines, wrapped inside its card and on the
+// task's page.
+func TestBrowserReasonKeepsItsLines(t *testing.T) {
+	f := newFixture(t)
+	b := newBrowser(t)
+	long := "/tmp/" + strings.Repeat("a-very-long-directory-name/", 20) + "output.log"
+	reason := "the check failed:\nsee " + long + "\nfor the rest"
+	_, err := f.run.Transition(context.Background(), "t1", task.Fail, "leader", reason, nil)
+	must(t, err)
+	for _, p := range []struct{ path, reason, box string }{
+		{"/runs/r1/", "#task-t1 .reason", "#task-t1"},
+		{"/runs/r1/tasks/t1", "dd.reason", "dl.facts"},
+	} {
+		b.do(t, chromedp.Navigate(f.base+p.path+"?token="+f.token), chromedp.WaitVisible(chromedp.CSS(p.reason)))
+		if text := value(t, b, chromedp.Evaluate[string](`document.querySelector("`+p.reason+`").innerText`)); text != reason {
+			t.Errorf("%s: the reason reads %q; want %q, its lines kept", p.path, text, reason)
+		}
+		fits := `(() => { const r = document.querySelector("` + p.reason + `").getBoundingClientRect(), b = document.querySelector("` + p.box + `").getBoundingClientRect();
+			return r.right <= b.right + 1 && document.documentElement.scrollWidth <= window.innerWidth; })()`
+		if !value(t, b, chromedp.Evaluate[bool](fits)) {
+			saveArtifact(t, "reason.png", value(t, b, chromedp.CaptureScreenshot()))
+			t.Errorf("%s: the reason overflows its box", p.path)
+		}
 	}
 }

@@ -17,6 +17,14 @@
 // on files, a subscription on NATS), as crew events --follow does; a
 // reconnecting page resumes after the seq in its Last-Event-ID.
 //
+// What a task is doing (working, quiet, waiting, dead) is the command
+// line's rule, computed by package supervise (supervise.Liveness over
+// run.LivenessOf); the streams of the board and a task's page look at it
+// every second, since it changes with no event. Server.Supervise, which
+// crew serve runs beside the server, reaps lost workers
+// (supervise.ReapRoot). A task's page follows its worker's log on this
+// machine (supervise.OpenWorkerLog).
+//
 // Security (docs/cli.md, crew serve): every request must carry the
 // server's random token, first in the URL crew serve prints, then in an
 // HttpOnly SameSite=Strict cookie; its Host header must name the address

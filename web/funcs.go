@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"html/template"
+	"strings"
 	"time"
 
 	"github.com/crew-dev/crew/events"
@@ -21,8 +22,8 @@ var funcs = template.FuncMap{
 	// rest for its context.
 	"text":     human.Escape,
 	"add":      func(a, b int) int { return a + b },
+	"join":     func(argv []string) string { return strings.Join(argv, " ") },
 	"terminal": func(s task.State) bool { return s.Terminal() },
-	"height":   func(ls []lane) int { return len(ls) * laneHeight },
 	"pair":     func(a, b any) struct{ A, B any } { return struct{ A, B any }{a, b} },
 	// priorities and defaultPriority are the priorities a form offers
 	// and the one it selects (events).

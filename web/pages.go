@@ -13,6 +13,7 @@ import (
 	"github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/supervise"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	s.render(w, r, "runs", &page{Title: "Runs", Damage: strings.Join(damage, "; "), Data: rows})
+	s.render(w, r, "runs", &page{Title: "Runs", Stream: "/live", Damage: strings.Join(damage, "; "), Data: rows})
 }
 
 func countStates(st *state.State) []stateCount {
@@ -89,10 +90,20 @@ type card struct {
 	ID, Agent, Status, Title, Reason string
 	Ran                              string    // running time, from its start to its end or to now; "" if never started
 	RanSince                         string    // its start while it runs (the page ticks it), else ""
-	Quiet                            string    // time since its last event
-	Last                             string    // the time of its last event
+	Life                             *life     // what it is doing, while it is underway (run.Underway)
+	Last, LastAgo                    string    // the time of its last event, and the time since then
+	Added, AddedAgo                  string    // the time it was added, and the time since then
 	Ended                            bool      // in a terminal state
 	Question                         *question // the open question of a waiting task
+}
+
+// life is what a task underway is doing, as the command line says it
+// (run.LivenessOf, through supervise.Liveness): State is run.LiveWorking,
+// run.LiveQuiet, run.LiveWaiting or run.LiveDead, Since its time
+// (events.Time's text) and Ago the time since then.
+type life struct {
+	State, Since, Ago string
+	PID               int
 }
 
 // question is a waiting task's open question on its card.
@@ -165,12 +176,13 @@ func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	b.Columns = columns(st, questions, time.Now())
-	s.render(w, r, "board", &page{Title: rn.ID(), Run: rn.ID(), Tab: "board", Stream: liveURL(rn), Seq: st.Seq, Damage: errText(st.Err()), Data: b})
+	now := time.Now()
+	b.Columns = columns(st, questions, supervise.Liveness(rn, st, s.quiet, now), now)
+	s.render(w, r, "board", &page{Title: rn.ID(), Run: rn.ID(), Tab: "board", Stream: liveURL(rn), Life: true, Seq: st.Seq, Damage: errText(st.Err()), Data: b})
 }
 
 // columns puts the tasks in columns by state, in creation order.
-func columns(st *state.State, questions map[string]*events.Message, now time.Time) []column {
+func columns(st *state.State, questions map[string]*events.Message, live map[string]*run.Liveness, now time.Time) []column {
 	cols := make([]column, len(task.States))
 	at := map[task.State]int{}
 	for i, s := range task.States {
@@ -178,14 +190,18 @@ func columns(st *state.State, questions map[string]*events.Message, now time.Tim
 	}
 	for _, t := range st.TaskList() {
 		i := at[t.Status]
-		cols[i].Cards = append(cols[i].Cards, cardOf(t, questions[t.Question], now))
+		cols[i].Cards = append(cols[i].Cards, cardOf(t, questions[t.Question], live[t.ID], now))
 	}
 	return cols
 }
 
-func cardOf(t *state.Task, q *events.Message, now time.Time) card {
+func cardOf(t *state.Task, q *events.Message, l *run.Liveness, now time.Time) card {
 	c := card{ID: t.ID, Agent: t.Agent, Status: string(t.Status), Title: human.Escape(t.Title), Reason: human.Escape(t.Reason),
-		Quiet: dur(now.Sub(t.LastEventAt.Time).Seconds()), Last: t.LastEventAt.String(), Ended: t.Status.Terminal()}
+		LastAgo: dur(now.Sub(t.LastEventAt.Time).Seconds()), Last: t.LastEventAt.String(), Ended: t.Status.Terminal(),
+		Added: t.CreatedAt.String(), AddedAgo: dur(now.Sub(t.CreatedAt.Time).Seconds())}
+	if l != nil {
+		c.Life = &life{State: l.State, Since: l.Since.String(), Ago: dur(now.Sub(l.Since.Time).Seconds()), PID: l.PID}
+	}
 	if t.StartedAt != nil {
 		end := now
 		if t.EndedAt != nil {
@@ -214,9 +230,10 @@ func errText(err error) string {
 // and every message of its thread with its current status.
 type thread struct {
 	Task     *report.Task
+	Life     *run.Liveness // what it is doing, while it is underway
 	Messages []*report.Message
 	Open     []*report.Message // reports from the task not yet acknowledged
-	Lanes    []lane
+	Lanes    chart
 }
 
 // threadPage shows a task and its thread. It streams the run's log once
@@ -238,12 +255,15 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	th := &thread{Task: rep.Tasks[0], Messages: rep.Messages, Lanes: lanes(rep)}
+	if st, err := rn.TaskState(); err == nil {
+		th.Life = supervise.Liveness(rn, st, s.quiet, time.Now())[id]
+	}
 	for _, m := range rep.Messages {
 		if m.Direction == events.Outbox && m.Kind == events.KindReport && m.Status != events.StatusAcknowledged && m.Status != events.StatusRejected {
 			th.Open = append(th.Open, m)
 		}
 	}
-	s.render(w, r, "thread", &page{Title: id + " · " + rn.ID(), Run: rn.ID(), Tab: "thread", Task: id, Stream: liveURL(rn), Seq: rep.Seq, Damage: errText(rep.Err()), Data: th})
+	s.render(w, r, "thread", &page{Title: id + " · " + rn.ID(), Run: rn.ID(), Tab: "thread", Task: id, Stream: liveURL(rn), Life: true, Seq: rep.Seq, Damage: errText(rep.Err()), Data: th})
 }
 
 // eventRow is an event in the event log, as the page and its live
@@ -352,7 +372,7 @@ func dedupe(list []string) []string {
 // timeline is the timeline page: a lane per task, on the axis from
 // From to To (the run's creation to its end, or to now).
 type timeline struct {
-	Lanes    []lane
+	Lanes    chart
 	From, To string
 	Span     string // To - From, for people
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/supervise"
 )
 
 //go:embed templates/*.html
@@ -34,13 +36,19 @@ type Options struct {
 	// Actor is the name actions are recorded with; "" is each run's
 	// leader (crew --as: app.Identity.As).
 	Actor string
+	// QuietAfter is how long a running task may show no sign of life
+	// before its card says quiet (crew serve --quiet-after, as the
+	// command line's); 0 is run.DefaultQuietAfter.
+	QuietAfter time.Duration
 }
 
 // Server serves the dashboard of the runs of one state root. It is an
 // http.Handler.
 type Server struct {
 	app     *app.App // over the root, acting as Options.Actor
+	root    *run.Root
 	actor   string
+	quiet   time.Duration // Options.QuietAfter
 	guard   *guard
 	handler http.Handler
 	tmpl    *template.Template
@@ -64,21 +72,55 @@ func New(root *run.Root, o Options) (*Server, error) {
 		return nil, err
 	}
 	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{As: o.Actor})
-	s := &Server{app: a, actor: o.Actor, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}}
+	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}}
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /{$}", s.runsPage)
+	mux.HandleFunc("GET /live", s.liveRuns)
 	mux.HandleFunc("GET /runs/{run}/{$}", s.boardPage)
 	mux.HandleFunc("GET /runs/{run}/timeline", s.timelinePage)
 	mux.HandleFunc("GET /runs/{run}/events", s.eventsPage)
 	mux.HandleFunc("GET /runs/{run}/live", s.live)
 	mux.HandleFunc("GET /runs/{run}/tasks/{task}", s.threadPage)
+	mux.HandleFunc("GET /runs/{run}/tasks/{task}/log", s.workerLog)
 	mux.HandleFunc("POST /runs/{run}/tasks/{task}/{action}", s.taskAction)
 	mux.HandleFunc("POST /runs/{run}/broadcast", s.broadcast)
 	mux.HandleFunc("POST /runs/{run}/ack", s.ack)
 	s.handler = s.guard.wrap(mux)
 	return s, nil
+}
+
+// ReapEvery is how often Supervise looks for lost workers.
+const ReapEvery = time.Second
+
+// Supervise records, every period (ReapEvery when 0), the exits of the
+// workers on this machine whose process and crew spawn are both gone
+// (supervise.ReapRoot), failing their tasks, so that the board shows
+// them failed with no command run. It returns when ctx ends. A failure
+// to reap is passed to report (nil: dropped) once, not again until it
+// changes, and reaping is tried again next period. crew serve runs it beside the server.
+func (s *Server) Supervise(ctx context.Context, period time.Duration, report func(error)) {
+	if period <= 0 {
+		period = ReapEvery
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	last := ""
+	for {
+		_, err := supervise.ReapRoot(ctx, s.root)
+		if text := errText(err); text != last && ctx.Err() == nil {
+			last = text // each failure once, not every period
+			if err != nil && report != nil {
+				report(err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -114,6 +156,7 @@ type page struct {
 	Tab    string // board, timeline, events, thread
 	Task   string // the task a thread page shows: its live updates follow the events about it
 	Stream string // the URL of the page's live updates, "" for none
+	Life   bool   // the page shows what tasks are doing: its live updates say when that changes
 	Seq    int64  // the seq the page reflects: live updates start after it
 	Flash  *flash
 	Damage string // the damage met reading the log, shown as a banner

@@ -44,18 +44,26 @@ func must(t *testing.T, err error) {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, web.Options{})
+}
+
+// newFixtureWith is newFixture serving with o (its Hosts and Token set
+// here).
+func newFixtureWith(t *testing.T, o web.Options) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	_, err := run.Init(dir, crew.PrivatePerm)
 	must(t, err)
 	root, err := run.FindKept(dir, crew.PrivatePerm) // as crew serve finds it
 	must(t, err)
 	t.Cleanup(func() { root.Close() }) // snapshots still being written, before TempDir goes
-	return newFixtureOn(t, root, dir)
+	return newFixtureOn(t, root, dir, o)
 }
 
 // newFixtureOn is newFixture on the state root given (dir: its
-// directory, or the run's working directory for a root without one).
-func newFixtureOn(t *testing.T, root *run.Root, dir string) *fixture {
+// directory, or the run's working directory for a root without one),
+// serving with o. The server reaps lost workers, as crew serve does.
+func newFixtureOn(t *testing.T, root *run.Root, dir string, o web.Options) *fixture {
 	t.Helper()
 	f := &fixture{dir: dir, root: root}
 	var err error
@@ -73,11 +81,16 @@ func newFixtureOn(t *testing.T, root *run.Root, dir string) *fixture {
 	hosts, err := web.Hosts(f.srv.Listener.Addr().String())
 	must(t, err)
 	f.token = web.NewToken()
-	f.web, err = web.New(f.root, web.Options{Hosts: hosts, Token: f.token})
+	o.Hosts, o.Token = hosts, f.token
+	f.web, err = web.New(f.root, o)
 	must(t, err)
 	f.srv.Config.Handler = f.web
 	f.srv.Start()
 	t.Cleanup(f.srv.Close)
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.web.Supervise(sctx, 0, func(err error) { t.Logf("reap: %v", err) }); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
 	return f
 }
 
@@ -342,7 +355,7 @@ func TestNATSStore(t *testing.T) {
 	s, err := natsstore.Dial(context.Background(), srv.ClientURL(), natsstore.Options{KeepLogs: true})
 	must(t, err)
 	t.Cleanup(func() { s.Close() })
-	f := newFixtureOn(t, run.NewRoot(s), t.TempDir())
+	f := newFixtureOn(t, run.NewRoot(s), t.TempDir(), web.Options{})
 	c := f.client(t)
 	code, page := get(t, c, f.base+"/runs/r1/")
 	if code != http.StatusOK || strings.Count(page, `class="card running"`) != 3 {
@@ -417,8 +430,16 @@ func TestTimelineDrawsSpansAndMarks(t *testing.T) {
 	if strings.Count(t1, `class="span running"`) != 2 || strings.Count(t1, `class="span waiting"`) != 1 {
 		t.Errorf("t1 ran, waited and ran again; its lane:\n%s", t1)
 	}
-	if t3 := lane("t3"); strings.Count(t3, `class="span running"`) != 1 || strings.Contains(t3, "waiting") {
+	if t3 := lane("t3"); strings.Count(t3, `class="span running"`) != 1 || strings.Contains(t3, "waiting") || !strings.Contains(t3, `data-end="cancelled"`) {
 		t.Errorf("t3 ran, then was cancelled; its lane:\n%s", t3)
+	}
+	if strings.Contains(t1, "data-end") {
+		t.Errorf("t1 has not ended; its lane:\n%s", t1)
+	}
+	// The time axis: ticks from 0s, labelled with the time since the
+	// run's creation.
+	if i := strings.Index(page, `<g class="ticks">`); i < 0 || !strings.Contains(page[i:], `text-anchor="middle"><title>`) || !strings.Contains(page[i:], "</title>0s</text>") {
+		t.Errorf("no time axis:\n%s", page)
 	}
 	// The thread page draws the task's own lane only.
 	_, page = get(t, c, f.base+"/runs/r1/tasks/t1")

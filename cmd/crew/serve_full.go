@@ -38,6 +38,10 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	quiet, err := e.quietAfter()
+	if err != nil {
+		return err
+	}
 	root, err := e.root()
 	if err != nil {
 		return err
@@ -52,7 +56,7 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	token := web.NewToken()
-	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor})
+	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor, QuietAfter: quiet})
 	if err != nil {
 		return err
 	}
@@ -68,6 +72,9 @@ func serve(c *cli.Context) error {
 			fmt.Fprintf(e.stderr, "crew: could not open a browser (%v); open the URL above\n", err)
 		}
 	}
+	// The board shows lost workers' tasks failed with no command run:
+	// the server reaps them itself.
+	go s.Supervise(c.Context, 0, e.warn)
 	return serveUntil(c.Context, ln, s)
 }
 

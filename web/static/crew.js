@@ -32,6 +32,7 @@
   if (!stream || !window.EventSource) {
     return;
   }
+  followLog();
   var live = document.getElementById("live");
   var main = document.getElementById("main");
   var log = document.getElementById("log");
@@ -39,7 +40,9 @@
   // The timeline reads the whole log: while a run is busy it is drawn
   // again at most once a second.
   var gap = body.dataset.tab === "timeline" ? 1000 : 0;
-  var source = new EventSource(stream + "?since=" + encodeURIComponent(body.dataset.seq || "0"));
+  // With life=1 the stream also says when what a task is doing changes
+  // with no event (a worker turns quiet): the page is drawn again.
+  var source = new EventSource(stream + "?since=" + encodeURIComponent(body.dataset.seq || "0") + (body.dataset.life ? "&life=1" : ""));
 
   function say(text, cls) {
     if (live) {
@@ -61,6 +64,8 @@
       refresh();
     }
   });
+  source.addEventListener("life", function () { refresh(); });
+  source.addEventListener("runs", function () { refresh(); });
   source.addEventListener("damage", function (e) {
     var div = document.createElement("div");
     div.className = "banner damage";
@@ -68,6 +73,43 @@
     div.textContent = "The log is damaged: " + e.data;
     main.insertBefore(div, main.firstChild);
   });
+
+  // followLog shows the worker log of a task's page as it grows (the
+  // stream of web/worklog.go), as text, keeping its last maxLog
+  // characters, and keeps the view at its end while it was there.
+  var maxLog = 1 << 20;
+  function followLog() {
+    var pre = document.getElementById("worker-log");
+    if (!pre || pre.dataset.following) {
+      return;
+    }
+    pre.dataset.following = "1";
+    var state = function (text) {
+      var el = document.getElementById("worker-log-state");
+      if (el) {
+        el.textContent = text;
+      }
+    };
+    var src = new EventSource(pre.dataset.log);
+    src.addEventListener("log", function (e) {
+      var part = JSON.parse(e.data);
+      var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 20;
+      if (part.start) {
+        pre.textContent = part.skipped ? "… (" + part.skipped + " bytes before)\n" : "";
+      }
+      pre.appendChild(document.createTextNode(part.text));
+      if (pre.textContent.length > maxLog) {
+        pre.textContent = pre.textContent.slice(-maxLog);
+      }
+      if (atEnd) {
+        pre.scrollTop = pre.scrollHeight;
+      }
+      pre.dataset.bytes = String((Number(pre.dataset.bytes) || 0) + part.text.length);
+      state("following");
+    });
+    src.addEventListener("nolog", function (e) { state(e.data); });
+    src.onerror = function () { state("reconnecting…"); };
+  }
 
   function cell(tr, text) {
     var td = document.createElement("td");
@@ -144,7 +186,18 @@
     });
     var open = {};
     main.querySelectorAll("details").forEach(function (d, i) { open[i] = d.open; });
+    // The worker log is followed by its own stream: the element showing
+    // it is kept across the swap.
+    var workerLog = document.getElementById("worker-log");
+    var logState = document.getElementById("worker-log-state");
     main.innerHTML = html;
+    var fresh = document.getElementById("worker-log");
+    if (workerLog && fresh) {
+      fresh.replaceWith(workerLog);
+      document.getElementById("worker-log-state").replaceWith(logState);
+    } else if (fresh) {
+      followLog();
+    }
     main.querySelectorAll("textarea, input[type=text], select").forEach(function (el) {
       var k = key(el);
       if (Object.prototype.hasOwnProperty.call(kept, k)) {
