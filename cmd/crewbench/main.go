@@ -172,9 +172,12 @@ type result struct {
 	MCPNoopPerS      float64 `json:"mcp_noop_per_s"`
 	MCPInprocOfLimit float64 `json:"mcp_inproc_of_limit"`
 
-	// The dashboard (ui.go): crew serve's pages.
-	UIUpdateP50ms float64 `json:"ui_update_p50_ms"`
-	UIUpdateP99ms float64 `json:"ui_update_p99_ms"`
+	// The dashboard (ui.go): crew serve's pages. The figures measured in
+	// Chromium are nil, and left out, when none is installed.
+	UIUpdateP50ms *float64 `json:"ui_update_p50_ms,omitempty"`
+	UIUpdateP99ms *float64 `json:"ui_update_p99_ms,omitempty"`
+	UIReapMs      *float64 `json:"ui_reap_ms,omitempty"` // p99
+
 	UIBoardMs     float64 `json:"ui_board_ms"`
 	UIBoardEvents int64   `json:"ui_board_events"` // events in the run of ui_board_ms
 }

@@ -5,6 +5,7 @@ package main
 // large run takes to serve.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -48,16 +50,21 @@ func serveRun(r *run.Run) (base, token string, client *http.Client, stop func(),
 	}
 	srv.Config.Handler = s
 	srv.Start()
+	// As crew serve does: the server reaps lost workers beside serving.
+	ctx, cancel := context.WithCancel(context.Background())
+	reaped := make(chan struct{})
+	go func() { s.Supervise(ctx, 0, nil); close(reaped) }()
+	stop = func() { cancel(); <-reaped; srv.Close() }
 	base = "http://" + srv.Listener.Addr().String()
 	jar, _ := cookiejar.New(nil)
 	client = &http.Client{Jar: jar}
 	resp, err := client.Get(base + "/?token=" + token)
 	if err != nil {
-		srv.Close()
+		stop()
 		return "", "", nil, nil, err
 	}
 	resp.Body.Close()
-	return base, token, client, srv.Close, nil
+	return base, token, client, stop, nil
 }
 
 // uiBoard returns the median time to serve the board (GET /runs/RUN/,
@@ -170,23 +177,11 @@ func uiUpdate(tmp string, n int) ([]float64, error) {
 		return nil, err
 	}
 	defer stop()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	err = chromedp.Do(bctx, chromedp.Navigate(base+"/runs/live/?token="+token),
-		chromedp.WaitVisible(chromedp.CSS(`#task-t1`)),
-		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`document.getElementById("live").textContent === "live"`)(ctx, t)
-			return err
-		}))
+	bctx, cancel, err := openPage(path, base+"/runs/live/?token="+token, observe)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](observe)); err != nil {
-		return nil, err
-	}
+	defer cancel()
 	ctx := context.Background()
 	var samples []float64
 	for i := range n {
@@ -210,15 +205,133 @@ func uiUpdate(tmp string, n int) ([]float64, error) {
 	return samples, nil
 }
 
-// benchUI measures the dashboard's rows: ui_update_p50_ms and
-// ui_update_p99_ms (left out, saying why, without Chromium) and
-// ui_board_ms.
+// uiReapSamples is how many lost workers ui_reap_ms kills, at most.
+const uiReapSamples = 20
+
+// observeFailed records, in the page, the time (ms since the epoch,
+// from the browser's clock) at which each task's card first shows in
+// the failed column: window.crewFailed[task].
+const observeFailed = `window.crewFailed = {};
+new MutationObserver(() => {
+  document.querySelectorAll(".column.failed .card").forEach(c => {
+    if (!(c.dataset.task in window.crewFailed)) window.crewFailed[c.dataset.task] = performance.timeOrigin + performance.now();
+  });
+}).observe(document.getElementById("main"), {childList: true, subtree: true});
+true`
+
+// uiReap opens the board of a run in headless Chromium and, n times,
+// starts a worker with crew spawn (crewBin, real processes), kills the
+// crew spawn and then the worker (SIGKILL), and samples the time from
+// the second kill to the moment the page's DOM shows the task in the
+// failed column, in milliseconds: crew serve's reaper (every
+// web.ReapEvery) and the board's update, with no command run.
+func uiReap(tmp, crewBin string, n int) ([]float64, error) {
+	path := chromiumPath()
+	if path == "" {
+		return nil, errNoChromium
+	}
+	dir := filepath.Join(tmp, "ui-reap")
+	r, err := newRun(dir, "reap")
+	if err != nil {
+		return nil, err
+	}
+	r.SetAsync(false)
+	base, token, _, stop, err := serveRun(r)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	bctx, cancel, err := openPage(path, base+"/runs/reap/?token="+token, observeFailed)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	var samples []float64
+	for i := range n {
+		id := fmt.Sprintf("k%02d", i)
+		if _, err := r.AddTask(context.Background(), id, state.TaskSpec{Title: "lost worker " + id}, run.Leader); err != nil {
+			return nil, err
+		}
+		killed, err := spawnAndKill(r, crewBin, dir, id)
+		if err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		seen, err := chromedp.Run(bctx, chromedp.Poll[float64](fmt.Sprintf(`window.crewFailed[%q] || false`, id)))
+		if err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		samples = append(samples, max(seen-killed, 0))
+	}
+	return samples, nil
+}
+
+// openPage opens url in a new headless Chromium at path, waits for its
+// live stream, and evaluates script in it.
+func openPage(path, url, script string) (context.Context, func(), error) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, bcancel := chromedp.NewContext(actx)
+	cancel := func() { bcancel(); acancel() }
+	err := chromedp.Do(bctx, chromedp.Navigate(url),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.getElementById("live").textContent === "live"`)(ctx, t)
+			return err
+		}))
+	if err == nil {
+		_, err = chromedp.Run(bctx, chromedp.Evaluate[bool](script))
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return bctx, cancel, nil
+}
+
+// spawnAndKill starts crew spawn for task id of r (its state root in
+// dir) with a worker that sleeps, waits for the worker's start to be
+// recorded, kills the crew spawn and then the worker, and returns the
+// time of the second kill in ms since the epoch.
+func spawnAndKill(r *run.Run, crewBin, dir, id string) (float64, error) {
+	cmd := exec.Command(crewBin, "spawn", id, "--", "sleep", "600")
+	cmd.Env = append(os.Environ(), "CREW_DIR="+dir, "CREW_RUN="+r.ID())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var w *state.Worker
+	for end := time.Now().Add(time.Minute); w == nil; time.Sleep(10 * time.Millisecond) {
+		st, err := r.TaskState()
+		if err != nil {
+			return 0, err
+		}
+		if t, err := st.Task(id); err == nil && t.Live() != nil {
+			w = t.Live()
+		} else if time.Now().After(end) {
+			return 0, fmt.Errorf("crew spawn %s recorded no worker in a minute: %s", id, out.String())
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		return 0, err
+	}
+	cmd.Wait() // no zombie left: crew spawn is gone
+	if err := syscall.Kill(w.PID, syscall.SIGKILL); err != nil {
+		return 0, err
+	}
+	return float64(time.Now().UnixNano()) / 1e6, nil
+}
+
+// benchUI measures the dashboard's rows: ui_update_p50_ms,
+// ui_update_p99_ms and ui_reap_ms (each left out of the table and the
+// JSON, saying why on stderr, without Chromium) and ui_board_ms.
 func benchUI(tmp string, c config, big *large, res *result, rows []row) ([]row, error) {
 	step("%d updates of a board open in Chromium", c.wake)
 	samples, err := uiUpdate(tmp, c.wake)
 	switch {
 	case errors.Is(err, errNoChromium):
-		step("skipping ui_update_p50_ms and ui_update_p99_ms: %v", err)
+		step("leaving out ui_update_p50_ms and ui_update_p99_ms (not measured): %v", err)
 	case err != nil:
 		return nil, err
 	default:
@@ -228,11 +341,26 @@ func benchUI(tmp string, c config, big *large, res *result, rows []row) ([]row, 
 				early++
 			}
 		}
-		res.UIUpdateP50ms, res.UIUpdateP99ms = median(samples), percentile(samples, 99)
+		p50, p99 := median(samples), percentile(samples, 99)
+		res.UIUpdateP50ms, res.UIUpdateP99ms = &p50, &p99
 		rows = append(rows,
-			row{"ui_update_p50_ms", "a question committed (Ask returns) → the board open in Chromium shows it (median)", f2(res.UIUpdateP50ms), "(context)",
+			row{"ui_update_p50_ms", "a question committed (Ask returns) → the board open in Chromium shows it (median)", f2(p50), "(context)",
 				fmt.Sprintf("%d samples; %d shown before Ask returned (counted as 0)", len(samples), early)},
-			row{"ui_update_p99_ms", "the same, 99th percentile", f2(res.UIUpdateP99ms), "≤ 100", ""})
+			row{"ui_update_p99_ms", "the same, 99th percentile", f2(p99), "≤ 100", ""})
+	}
+	n := min(c.wake, uiReapSamples)
+	step("%d lost workers (crew spawn and its worker killed) on a board open in Chromium", n)
+	samples, err = uiReap(tmp, c.crew, n)
+	switch {
+	case errors.Is(err, errNoChromium):
+		step("leaving out ui_reap_ms (not measured): %v", err)
+	case err != nil:
+		return nil, err
+	default:
+		p99 := percentile(samples, 99)
+		res.UIReapMs = &p99
+		rows = append(rows, row{"ui_reap_ms", "a worker and its crew spawn killed (SIGKILL) → the board open in Chromium shows the task failed, no command run (p99)", f0(p99),
+			fmt.Sprintf("≤ 3000 (reaper every %s)", web.ReapEvery), fmt.Sprintf("%d samples; median %s ms", len(samples), f0(median(samples)))})
 	}
 	step("the board of a run of %d tasks", uiTasks)
 	if res.UIBoardMs, res.UIBoardEvents, err = uiBoard(tmp, c, big); err != nil {
