@@ -21,8 +21,11 @@ func WorkerLog(r *run.Run, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, id+".log"), nil
+	return logFile(dir, id), nil
 }
+
+// logFile is the worker log of task id in the workers directory dir.
+func logFile(dir, id string) string { return filepath.Join(dir, id+".log") }
 
 // createFile opens the file at path for appending, creating it with the
 // run's file mode (run.Root.Perm, set exactly, whatever the umask) when
@@ -51,7 +54,7 @@ func OpenWorkerLog(r *run.Run, id string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := fsys.OpenNoFollow(filepath.Join(dir, id+".log"), os.O_RDONLY, 0)
+	f, err := fsys.OpenNoFollow(logFile(dir, id), os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no worker log of task %s on this machine: %w", id, crew.ErrNotFound)
 	}

@@ -34,9 +34,9 @@ const lifeEvery = time.Second
 // since parameter (the seq the page was built at), and follows the log
 // with run.Run.Watch, as crew events --follow does, until the request
 // ends. With life=1 (the board, a task's page) it also sends a "life"
-// event when what a task is doing changes with no event in the log (a
-// worker turns quiet, a heartbeat, a process gone: supervise.Liveness),
-// looking every lifeEvery.
+// event when what a task (the task parameter's, if given) is doing
+// changes with no event in the log (a worker turns quiet, a heartbeat,
+// a process gone: supervise.Liveness), looking every lifeEvery.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	rn, err := s.open(r.PathValue("run"))
 	if err != nil {
@@ -66,9 +66,9 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "retry: 1000\n\n")
 	ctx := r.Context()
 	wait, seen := keepAlive, ""
-	life := r.URL.Query().Get("life") == "1"
+	life, only := r.URL.Query().Get("life") == "1", r.URL.Query().Get("task")
 	if life {
-		wait, seen = lifeEvery, s.lifePrint(rn)
+		wait, seen = lifeEvery, s.lifePrint(rn, only)
 	}
 	wrote, looked := time.Now(), time.Now() // the last write, the last look at the tasks' life
 	for {
@@ -80,7 +80,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 			// Events draw the page again, with what the tasks do then:
 			// a change is told apart only when none came.
 			looked = time.Now()
-			if p := s.lifePrint(rn); p != seen {
+			if p := s.lifePrint(rn, only); p != seen {
 				seen = p
 				if n == 0 {
 					io.WriteString(w, "event: life\ndata: changed\n\n")
@@ -176,24 +176,26 @@ func (s *Server) runsPrint() string {
 	return b.String()
 }
 
-// lifePrint is what the tasks of rn underway are doing, as text that
-// changes when a card's liveness would (its word, its since, its
-// worker's pid).
-func (s *Server) lifePrint(rn *run.Run) string {
+// lifePrint is what the tasks of rn underway are doing (only task id,
+// unless id is ""), as text that changes when a card's liveness would
+// (its word, its since, its worker's pid).
+func (s *Server) lifePrint(rn *run.Run, id string) string {
 	st, err := rn.TaskState()
 	if err != nil {
 		return "error: " + err.Error()
 	}
 	live := supervise.Liveness(rn, st, s.quiet, time.Now())
 	ids := make([]string, 0, len(live))
-	for id := range live {
-		ids = append(ids, id)
+	for t := range live {
+		if id == "" || t == id {
+			ids = append(ids, t)
+		}
 	}
 	sort.Strings(ids)
 	var b strings.Builder
-	for _, id := range ids {
-		l := live[id]
-		fmt.Fprintf(&b, "%s %s %s %d\n", id, l.State, l.Since, l.PID)
+	for _, t := range ids {
+		l := live[t]
+		fmt.Fprintf(&b, "%s %s %s %d\n", t, l.State, l.Since, l.PID)
 	}
 	return b.String()
 }

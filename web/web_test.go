@@ -143,7 +143,7 @@ func TestLoginSetsAStrictHttpOnlyCookie(t *testing.T) {
 
 func TestRequestsWithoutTheTokenAreRefused(t *testing.T) {
 	f := newFixture(t)
-	for _, u := range []string{"/", "/runs/r1/", "/runs/r1/live", "/static/crew.js", "/?token=" + strings.Repeat("0", 64)} {
+	for _, u := range []string{"/", "/live", "/runs/r1/", "/runs/r1/live", "/runs/r1/tasks/t1/log", "/static/crew.js", "/?token=" + strings.Repeat("0", 64)} {
 		code, body := get(t, http.DefaultClient, f.base+u)
 		if code != http.StatusUnauthorized || strings.Contains(body, "r1") && u != "/" {
 			t.Errorf("GET %s without the token: %d %q; want 401", u, code, body)

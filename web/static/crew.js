@@ -42,7 +42,8 @@
   var gap = body.dataset.tab === "timeline" ? 1000 : 0;
   // With life=1 the stream also says when what a task is doing changes
   // with no event (a worker turns quiet): the page is drawn again.
-  var source = new EventSource(stream + "?since=" + encodeURIComponent(body.dataset.seq || "0") + (body.dataset.life ? "&life=1" : ""));
+  var source = new EventSource(stream + "?since=" + encodeURIComponent(body.dataset.seq || "0") + (body.dataset.life ? "&life=1" : "") +
+    (body.dataset.life && body.dataset.task ? "&task=" + encodeURIComponent(body.dataset.task) : ""));
 
   function say(text, cls) {
     if (live) {
