@@ -91,7 +91,7 @@ type card struct {
 	Ran                              string    // running time, from its start to its end or to now; "" if never started
 	RanSince                         string    // its start while it runs (the page ticks it), else ""
 	Life                             *life     // what it is doing, while it is underway (run.Underway)
-	Last, LastAgo                    string    // the time of its last event, and the time since then
+	Last, LastAgo                    string    // the time it ended (else of its last event), and the time since then
 	Added, AddedAgo                  string    // the time it was added, and the time since then
 	Ended                            bool      // in a terminal state
 	Question                         *question // the open question of a waiting task
@@ -199,6 +199,9 @@ func cardOf(t *state.Task, q *events.Message, l *run.Liveness, now time.Time) ca
 	c := card{ID: t.ID, Agent: t.Agent, Status: string(t.Status), Title: human.Escape(t.Title), Reason: human.Escape(t.Reason),
 		LastAgo: dur(now.Sub(t.LastEventAt.Time).Seconds()), Last: t.LastEventAt.String(), Ended: t.Status.Terminal(),
 		Added: t.CreatedAt.String(), AddedAgo: dur(now.Sub(t.CreatedAt.Time).Seconds())}
+	if t.EndedAt != nil {
+		c.Last, c.LastAgo = t.EndedAt.String(), dur(now.Sub(t.EndedAt.Time).Seconds())
+	}
 	if l != nil {
 		c.Life = &life{State: l.State, Since: l.Since.String(), Ago: dur(now.Sub(l.Since.Time).Seconds()), PID: l.PID}
 	}
