@@ -41,6 +41,21 @@ func (e *env) app() *app.App {
 	return app.New(e.root, app.Identity{Run: e.c.String("run"), Task: e.c.String("task"), As: e.c.String("as")})
 }
 
+// workerAlive is the sign of life of a command that reads but takes no
+// identity flags (mail read): run by a worker, whose environment names
+// its task (CREW_TASK, and CREW_RUN or the latest run), it is a heartbeat
+// of that task (app.App.SignOfLife). Best effort: an error is dropped.
+func workerAlive(e *env) {
+	id := app.Identity{Run: os.Getenv("CREW_RUN"), Task: os.Getenv("CREW_TASK")}
+	if id.Task == "" {
+		return
+	}
+	a := app.New(e.root, id)
+	if r, err := a.Run(""); err == nil {
+		a.SignOfLife(r)
+	}
+}
+
 func (e *env) perm() crew.Perm {
 	if e.c.Bool("shared-group") {
 		return crew.SharedPerm

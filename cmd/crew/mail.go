@@ -170,6 +170,7 @@ func mailRead(c *cli.Context) error {
 		}
 	}
 	entries, err := root.ReadMail(c.Context, agent, ids)
+	workerAlive(e)
 	for _, en := range entries {
 		if perr := e.emit(en.Mail, mailText(en, true)); perr != nil {
 			return perr

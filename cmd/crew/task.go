@@ -116,6 +116,7 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	e.app().SignOfLife(r)
 	st, live, err := e.tasksAlive(r)
 	if err != nil {
 		return err
