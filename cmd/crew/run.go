@@ -225,12 +225,13 @@ func runShow(c *cli.Context) error {
 func runWaitCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "wait",
-		Usage: "block until every task has ended: exit 0 if all completed (or the run has no task), 6 if any failed or was cancelled, 5 on timeout, 7 on a damaged log",
+		Usage: "block until every task has ended: exit 0 if all completed, 6 if any failed or was cancelled, 5 on timeout, 7 on a damaged log (the whole log is read before the verdict), 3 if the run has no tasks (unless --allow-empty)",
 		UsageText: "crew run wait r1 --timeout 30m\n" +
 			"crew run wait && echo all done",
 		ArgsUsage: "[RUN]",
 		Flags: []cli.Flag{runFlag, quietAfterFlag, nudgeAfterFlag,
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
+			&cli.BoolFlag{Name: "allow-empty", Usage: "a run with no tasks is a success (exit 0), not exit 3"},
 		},
 		Action: runWait,
 	}
@@ -251,6 +252,7 @@ func runWait(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	o.AllowEmpty = c.Bool("allow-empty")
 	p := newProgress(e, r)
 	o.Progress = p.show
 	err = supervise.WaitRunWith(ctx, r, o)
@@ -260,9 +262,6 @@ func runWait(c *cli.Context) error {
 	st, serr := r.TaskState()
 	if serr == nil {
 		e.emit(fullRecord(r.Manifest, st), summary(st))
-		if err == nil && len(st.Tasks) == 0 {
-			e.warn(fmt.Errorf("run %s has no tasks: nothing to wait for", r.ID()))
-		}
 	}
 	return err
 }

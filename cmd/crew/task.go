@@ -96,7 +96,10 @@ func taskList(c *cli.Context) error {
 	} else {
 		printTasks(e, st.TaskList(), live)
 	}
-	return st.Err()
+	if err := st.Err(); err != nil {
+		return fmt.Errorf("run %s: %w", r.ID(), err)
+	}
+	return nil
 }
 
 func taskShowCommand() *cli.Command {
