@@ -31,7 +31,25 @@ type env struct {
 }
 
 func newEnv(c *cli.Context) *env {
-	return &env{c: c, stdout: c.App.Writer, stderr: c.App.ErrWriter, json: c.Bool("json")}
+	e := &env{c: c, stdout: c.App.Writer, stderr: c.App.ErrWriter, json: c.Bool("json")}
+	if c.App.Metadata != nil {
+		c.App.Metadata[commandEnv] = e
+	}
+	return e
+}
+
+// commandEnv is the App.Metadata key of the env of the command that ran,
+// whose identity explains its error (explain).
+const commandEnv = "env"
+
+// explain adds to err what the identity of the command that ran can
+// tell of it (app.App.Explain: the run taken as the newest, the run that
+// holds an unknown task).
+func explain(a *cli.App, err error) error {
+	if e, ok := a.Metadata[commandEnv].(*env); ok && err != nil {
+		return e.app().Explain(err)
+	}
+	return err
 }
 
 // app returns the application layer for this command: the state root

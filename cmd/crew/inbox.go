@@ -157,7 +157,7 @@ func questionText(m *events.Message) string {
 		return fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
 			m.Task, indent(*a.Default, "    "), m.ID, indent(m.Body, "    "), m.ID)
 	}
-	text := fmt.Sprintf("%s waits since %s: %s\n    question %s", m.Task, m.SentAt, indent(m.Body, "    "), m.ID)
+	text := fmt.Sprintf("%s waits for %s: %s\n    question %s", m.Task, time.Since(m.SentAt.Time).Truncate(time.Second), indent(m.Body, "    "), m.ID)
 	if a != nil {
 		text += deadlineText(a)
 	}

@@ -124,9 +124,9 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	t := st.Tasks[id]
-	if t == nil {
-		return fmt.Errorf("no task %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
+	t, err := st.Task(id)
+	if err != nil {
+		return err
 	}
 	if e.json {
 		if err := e.emit(taskRecord{t, live[t.ID]}, ""); err != nil {
@@ -140,7 +140,11 @@ func taskShow(c *cli.Context) error {
 		fmt.Fprintf(e.stdout, "done-when  %s\n", human.Escape(t.DoneWhen))
 	}
 	if t.Question != "" {
-		fmt.Fprintf(e.stdout, "question   %s\n", t.Question)
+		text := t.Question
+		if q, err := r.FindMessage(t.Question); err == nil {
+			text += ": " + indent(q.Body, "           ")
+		}
+		fmt.Fprintf(e.stdout, "question   %s\n", text)
 	}
 	if l := live[t.ID]; l != nil {
 		fmt.Fprintf(e.stdout, "liveness   %s\n", livenessText(l))
