@@ -126,6 +126,13 @@ func runList(c *cli.Context) error {
 		}
 		return a.CreatedAt.Compare(b.CreatedAt.Time)
 	})
+	if !e.json {
+		if len(all) == 0 {
+			fmt.Fprintln(e.stderr, "crew: no runs yet; create one with crew run create")
+			return nil
+		}
+		fmt.Fprintf(e.stdout, "%-28s %-40s %s\n", "RUN", "TITLE", "STATUS")
+	}
 	var failed []error
 	for _, br := range all {
 		if br.Err == nil {
