@@ -26,9 +26,21 @@ func (r *Run) checkBody(body string) error {
 		return fmt.Errorf("message body is not valid UTF-8; crew stores bodies byte for byte and refuses to alter them: %w", crew.ErrInvalid)
 	}
 	if max := r.root.maxBody(); len(body) > max {
-		return fmt.Errorf("message body is %d bytes, over the limit of %d bytes (--max-body): %w", len(body), max, crew.ErrInvalid)
+		return BodyOverLimit("message", int64(len(body)), false, max)
 	}
 	return nil
+}
+
+// BodyOverLimit is the error of a body of size bytes over the body
+// limit max (docs/files.md, Body limit), crew.ErrInvalid; what names the
+// body ("message", "mail"). more says that size is a lower bound ("at
+// least"): the reader stopped counting there.
+func BodyOverLimit(what string, size int64, more bool, max int) error {
+	n := fmt.Sprintf("%d bytes", size)
+	if more {
+		n = "at least " + n
+	}
+	return fmt.Errorf("%s body is %s, over the limit of %d bytes (--max-body): %w", what, n, max, crew.ErrInvalid)
 }
 
 // lineBreaks are the characters that end a line: a title may hold none.

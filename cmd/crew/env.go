@@ -239,9 +239,26 @@ func (e *env) optionalBody(i int, def string) (string, error) {
 	if b != "-" {
 		return b, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(e.c.Int("max-body"))+1))
+	max := e.c.Int("max-body")
+	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(max)+1))
 	if err != nil {
 		return "", fmt.Errorf("read body from standard input: %w", err)
+	}
+	if len(data) > max {
+		// Over the limit: count the rest, so that the error states the
+		// body's real size, up to a bound (standard input may not end).
+		bound := 16 * int64(max)
+		rest, err := io.Copy(io.Discard, io.LimitReader(e.c.App.Reader, bound))
+		if err != nil {
+			return "", fmt.Errorf("read body from standard input: %w", err)
+		}
+		what := "message"
+		for _, c := range e.c.Lineage() {
+			if c.Command != nil && c.Command.Name == "mail" {
+				what = "mail"
+			}
+		}
+		return "", run.BodyOverLimit(what, int64(len(data))+rest, rest == bound, max)
 	}
 	return string(data), nil
 }
