@@ -57,7 +57,7 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 		}
 	}
 	if strings.TrimSpace(o.Body) == "" && strings.TrimSpace(o.Subject) == "" {
-		return mailbox.Mail{}, fmt.Errorf("empty mail: give a body (or - to read it from standard input) or a --subject: %w", crew.ErrInvalid)
+		return mailbox.Mail{}, &EmptyBodyError{Kind: "mail"}
 	}
 	if len(o.Body) > root.maxBody() {
 		return mailbox.Mail{}, BodyOverLimit("mail", int64(len(o.Body)), false, root.maxBody())

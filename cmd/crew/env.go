@@ -42,10 +42,20 @@ func newEnv(c *cli.Context) *env {
 // whose identity explains its error (explain).
 const commandEnv = "env"
 
-// explain adds to err what the identity of the command that ran can
-// tell of it (app.App.Explain: the run taken as the newest, the run that
-// holds an unknown task).
+// explain adds to err what the command line can tell of it: how to give
+// a body it lacked (run.EmptyBodyError), in the command line's terms,
+// and what the identity of the command that ran can tell
+// (app.App.Explain: the run taken as the newest, the run that holds an
+// unknown task).
 func explain(a *cli.App, err error) error {
+	var eb *run.EmptyBodyError
+	if errors.As(err, &eb) {
+		// How to give a body, in the command line's terms.
+		if eb.Kind == "mail" {
+			return fmt.Errorf("empty mail: give a body (or - to read it from standard input) or a --subject: %w", crew.ErrInvalid)
+		}
+		return fmt.Errorf("empty %s: give a body, or - to read it from standard input: %w", eb.Kind, crew.ErrInvalid)
+	}
 	if e, ok := a.Metadata[commandEnv].(*env); ok && err != nil {
 		return e.app().Explain(err)
 	}
