@@ -28,11 +28,14 @@ type RunCreate struct {
 	IDSet  bool   `json:"-"`
 }
 
-// RunRef names a run: the request of RunList (which ignores it) and of
-// RunReport's run.
+// RunRef names a run: the request of Repair.
 type RunRef struct {
 	Run string `json:"run,omitempty" jsonschema:"the run id (default: the server's --run or CREW_RUN, else the most recently created run)"`
 }
+
+// RunList is the request of RunList, which takes nothing: every run of
+// the state root.
+type RunList struct{}
 
 // RunShow is the request of RunShow.
 type RunShow struct {
@@ -158,7 +161,7 @@ func (a *App) RunCreate(_ context.Context, req RunCreate) (*state.Manifest, erro
 // why, in order of creation where their logs still tell it, else last
 // (docs/cli.md); they, and runs whose log is damaged, make the error an
 // *Unreadable after the whole list.
-func (a *App) RunList(_ context.Context, _ RunRef) ([]RunListing, error) {
+func (a *App) RunList(_ context.Context, _ RunList) ([]RunListing, error) {
 	root, err := a.root()
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ func addRunTools(s *mcp.Server, a *app.App) {
 	tool(s, "crew_run_create", "Create a run (the leader's first step); tasks are added to it with crew_task_add. Returns the run's manifest.",
 		objectSchema, a.RunCreate)
 	tool(s, "crew_run_list", "List the runs of the state root, oldest first, each with a summary of its tasks.",
-		listSchema("runs", objectSchema), func(ctx context.Context, in app.RunRef) (map[string][]any, error) {
+		listSchema("runs", objectSchema), func(ctx context.Context, in app.RunList) (map[string][]any, error) {
 			runs, err := a.RunList(ctx, in)
 			recs := make([]any, 0, len(runs))
 			for _, l := range runs {

@@ -70,7 +70,7 @@ func runListCommand() *cli.Command {
 
 func runList(c *cli.Context) error {
 	e := newEnv(c)
-	runs, err := e.app().RunList(c.Context, app.RunRef{})
+	runs, err := e.app().RunList(c.Context, app.RunList{})
 	for _, l := range runs {
 		var text string
 		if l.Run != nil {
