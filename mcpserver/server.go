@@ -6,17 +6,15 @@
 //
 // The package holds no rule of crew's. A tool's input is the request of
 // an operation of package app and its structured output the record the
-// operation returns (messages.go, read.go), so identity (the server's
-// --run, --task, --as and CREW_*), validation, defaults and the records
-// are app's, not a copy of them; the two resources (crew://inbox,
-// crew://pending) read through app too. The tools not yet moved there
-// become the command line of the same command and are carried out by an
-// Exec the caller provides (cmd/crew runs its own command-line
-// application in process). What this package adds is what only MCP has:
-// input schemas, descriptions, lists gathered into one object, errors as
-// tool results (isError) naming the exit-code class, progress
-// notifications while crew_ask waits, and resources whose subscribers
-// hear when they change (Server.Changed).
+// operation returns (tasks.go, runs.go, messages.go, read.go), so
+// identity (the server's --run, --task, --as and CREW_*), validation,
+// defaults and the records are app's, not a copy of them; the two
+// resources (crew://inbox, crew://pending) read through app too. What
+// this package adds is what only MCP has: input schemas, descriptions,
+// lists gathered into one object, errors as tool results (isError)
+// naming the exit-code class, progress notifications while crew_ask
+// waits, and resources whose subscribers hear when they change
+// (Server.Changed).
 //
 // Protocol and SDK: https://modelcontextprotocol.io/specification and
 // github.com/modelcontextprotocol/go-sdk (mcp.AddTool: schemas from the
@@ -24,9 +22,7 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -60,7 +56,8 @@ func (e *Error) Error() string {
 type Options struct {
 	// App carries out the tool calls that are app requests (required).
 	App *app.App
-	// Exec carries out each other tool call (required).
+	// Exec is no longer called: every tool is an app request. It goes
+	// when cmd/crew stops passing it.
 	Exec Exec
 	// Version is reported to clients in the initialize result.
 	Version string
@@ -93,7 +90,8 @@ func New(o Options) *Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crew", Title: "crew: leader and worker agents through durable mailboxes", Version: o.Version},
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: w.subscribe, UnsubscribeHandler: w.unsubscribe})
 	w.add(s)
-	addTools(s, o)
+	addTaskTools(s, o.App)
+	addRunTools(s, o.App)
 	addMessageTools(s, o.App, o)
 	addReadTools(s, o.App)
 	return &Server{Server: s, watch: w}
@@ -112,72 +110,3 @@ const instructions = `crew coordinates a leader agent and worker agents through 
 A worker (this server started with --task or CREW_TASK) calls crew_task_start, then works; at each safe point (after a step, before a long one) it calls crew_inbox and acts on steers first, acknowledging what it has acted on with crew_ack; when it needs a decision it calls crew_ask with wait=true and follows the answer; it tells the leader things with crew_report and ends with crew_task_complete (or crew_task_fail).
 A leader creates a run and tasks (crew_run_create, crew_task_add), watches crew_pending for waiting tasks and reports, answers with crew_respond, and redirects workers with crew_steer (read at their next safe point), crew_follow_up (after their current step) and crew_nudge (ask a quiet worker for status).
 Errors name their class: invalid, conflict (not allowed in the task's current state), not_found, timeout, incomplete, damaged, io.`
-
-// call is the command line a tool call becomes.
-type call struct {
-	args  []string // after "crew": command path, flags
-	pos   []string // positional arguments, after "--"
-	stdin string   // the body, read from "-"
-}
-
-// flag appends --name value when value is not empty.
-func (c *call) flag(name, value string) {
-	if value != "" {
-		c.args = append(c.args, "--"+name, value)
-	}
-}
-
-// boolFlag appends --name when on.
-func (c *call) boolFlag(name string, on bool) {
-	if on {
-		c.args = append(c.args, "--"+name)
-	}
-}
-
-// body passes b as the body: "-" and standard input, so that any text
-// (one starting with "-" too) arrives byte for byte.
-func (c *call) body(b string) {
-	c.pos = append(c.pos, "-")
-	c.stdin = b
-}
-
-func (c *call) line() []string {
-	args := append([]string{}, c.args...)
-	if len(c.pos) > 0 {
-		args = append(args, "--")
-		args = append(args, c.pos...)
-	}
-	return args
-}
-
-// output gathers what a command printed (JSON lines) into the tool's
-// structured output: the one record itself when list is "", else an
-// object holding the records, in order, as an array under the key list.
-// The records are the command's bytes, unchanged.
-func output(stdout []byte, list string) (json.RawMessage, error) {
-	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
-	if len(lines) == 1 && len(lines[0]) == 0 {
-		lines = nil
-	}
-	for _, l := range lines {
-		if !json.Valid(l) {
-			return nil, fmt.Errorf("command printed a line that is not JSON: %.200q", l)
-		}
-	}
-	if list == "" {
-		if len(lines) == 0 {
-			return json.RawMessage(`{}`), nil
-		}
-		// A command that prints several records (task complete prints only
-		// the task with --json) gives the last: the result.
-		return json.RawMessage(lines[len(lines)-1]), nil
-	}
-	key, _ := json.Marshal(list)
-	var b bytes.Buffer
-	b.WriteString("{")
-	b.Write(key)
-	b.WriteString(":[")
-	b.Write(bytes.Join(lines, []byte(",")))
-	b.WriteString("]}")
-	return b.Bytes(), nil
-}
