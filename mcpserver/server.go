@@ -31,17 +31,11 @@ import (
 	"github.com/crew-dev/crew/app"
 )
 
-// Exec runs one crew command line in process: args are what follows
-// "crew" (the command, its flags, "--" and its arguments), stdin is its
-// standard input (a message body, passed as "-"), and it returns what the
-// command printed on standard output with --json: one JSON object per
-// line. A failing command returns an error whose text names its
-// exit-code class (see Error), with what it printed before failing.
-type Exec func(ctx context.Context, args []string, stdin string) (stdout []byte, err error)
-
-// Error is a failed command: Class is the exit-code class of docs/cli.md
-// (invalid, conflict, not_found, timeout, incomplete, damaged, io), Exit
-// the exit code the command line would return, Message the error's text.
+// Error is a failed tool call: Class is the exit-code class of
+// docs/cli.md (invalid, conflict, not_found, timeout, incomplete,
+// damaged, tampered, io; interrupted for a call the client cancelled),
+// Exit the exit code the command line would return (crew.Code),
+// Message the error's text.
 type Error struct {
 	Class   string
 	Exit    int
@@ -54,11 +48,9 @@ func (e *Error) Error() string {
 
 // Options configure a Server.
 type Options struct {
-	// App carries out the tool calls that are app requests (required).
+	// App carries out every tool call and reads the resources
+	// (required): its Identity is the server's.
 	App *app.App
-	// Exec is no longer called: every tool is an app request. It goes
-	// when cmd/crew stops passing it.
-	Exec Exec
 	// Version is reported to clients in the initialize result.
 	Version string
 	// Task is the task the server acts for (its --task or CREW_TASK), ""

@@ -66,7 +66,7 @@ func (e *env) root() (*run.Root, error) {
 	// Found once per command line, like a store dialled (dialStore:
 	// crew mcp's tool calls share it), and closed when it ends, which
 	// waits for the snapshots its runs still write (run.Root.Close).
-	found, err := dialStore(e.c.Context, func() (io.Closer, error) {
+	found, err := e.dialStore(func() (io.Closer, error) {
 		dir := e.c.String("dir")
 		if dir == "" {
 			wd, err := os.Getwd()
