@@ -275,6 +275,17 @@ func (a *App) reader(runID, task string) (*run.Run, string, error) {
 	return r, task, nil
 }
 
+// alive is SignOfLife for an operation that reads outside a run (mail):
+// of the identity's task, in the identity's run, else the latest.
+func (a *App) alive() {
+	if a.Identity.Task == "" {
+		return
+	}
+	if r, err := a.Run(""); err == nil {
+		a.SignOfLife(r)
+	}
+}
+
 // SignOfLife records that the identity's worker, when the identity has
 // a task, read run r: every reading command a worker runs (inbox,
 // outbox, pending, task show, mail read, events) is a sign of its life

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,19 +68,11 @@ func (e *env) app() *app.App {
 	return app.New(e.root, app.Identity{Run: e.c.String("run"), Task: e.c.String("task"), As: e.c.String("as")})
 }
 
-// workerAlive is the sign of life of a command that reads but takes no
-// identity flags (mail read): run by a worker, whose environment names
-// its task (CREW_TASK, and CREW_RUN or the latest run), it is a heartbeat
-// of that task (app.App.SignOfLife). Best effort: an error is dropped.
-func workerAlive(e *env) {
-	id := app.Identity{Run: os.Getenv("CREW_RUN"), Task: os.Getenv("CREW_TASK")}
-	if id.Task == "" {
-		return
-	}
-	a := app.New(e.root, id)
-	if r, err := a.Run(""); err == nil {
-		a.SignOfLife(r)
-	}
+// workerApp is app for a command that takes no identity flags but is a
+// worker's sign of life (mail read, app.App.MailRead): its identity is
+// the worker's environment, CREW_RUN and CREW_TASK.
+func (e *env) workerApp() *app.App {
+	return app.New(e.root, app.Identity{Run: os.Getenv("CREW_RUN"), Task: os.Getenv("CREW_TASK"), As: e.c.String("as")})
 }
 
 func (e *env) perm() crew.Perm {
@@ -111,7 +102,7 @@ func (e *env) root() (*run.Root, error) {
 	// Found once per command line, like a store dialled (dialStore:
 	// crew mcp's tool calls share it), and closed when it ends, which
 	// waits for the snapshots its runs still write (run.Root.Close).
-	found, err := dialStore(e.c.Context, func() (io.Closer, error) {
+	found, err := e.dialStore(func() (io.Closer, error) {
 		dir := e.c.String("dir")
 		if dir == "" {
 			wd, err := os.Getwd()
@@ -133,48 +124,7 @@ func (e *env) root() (*run.Root, error) {
 }
 
 // run opens the run named by --run / CREW_RUN, or the latest run.
-func (e *env) run() (*run.Run, error) {
-	return e.runBy("", false)
-}
-
-// runBy opens run id, else the run named by --run / CREW_RUN, else the
-// latest. forRepair opens it for crew repair (run.Root.OpenForRepair),
-// the latest too when it is one that cannot be opened otherwise.
-func (e *env) runBy(id string, forRepair bool) (*run.Run, error) {
-	root, err := e.root()
-	if err != nil {
-		return nil, err
-	}
-	open := root.Open
-	if forRepair {
-		open = root.OpenForRepair
-	}
-	if id == "" {
-		id = e.c.String("run")
-	}
-	if id != "" {
-		return open(id)
-	}
-	r, err := root.Latest()
-	if bad := (*run.BadRun)(nil); forRepair && errors.As(err, &bad) {
-		return open(bad.ID)
-	}
-	return r, err
-}
-
-// runArg opens the run named by the first argument, else --run / latest.
-func (e *env) runArg() (*run.Run, error) { return e.runArgFor(false) }
-
-// repairArg is runArg for crew repair: it opens a run whose manifest is
-// damaged too (runBy, forRepair).
-func (e *env) repairArg() (*run.Run, error) { return e.runArgFor(true) }
-
-func (e *env) runArgFor(forRepair bool) (*run.Run, error) {
-	if e.c.Args().Len() > 1 {
-		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
-	}
-	return e.runBy(e.c.Args().First(), forRepair)
-}
+func (e *env) run() (*run.Run, error) { return e.app().Run("") }
 
 // task returns the task named by --task / CREW_TASK; none is
 // crew.ErrInvalid.
@@ -192,31 +142,6 @@ func (e *env) actor(def string) (string, error) {
 		return a, crew.ValidateID("agent", a)
 	}
 	return def, nil
-}
-
-// defaultAgent is the agent a task's worker acts as: the task's agent.
-func (e *env) defaultAgent(r *run.Run, id string) string {
-	st, err := r.TaskState()
-	if err == nil {
-		if t := st.Tasks[id]; t != nil {
-			return t.Agent
-		}
-	}
-	return id
-}
-
-// leaderRun opens the run (as run does) and returns the agent acting as
-// its leader: --as / CREW_AGENT, else the run's leader.
-func (e *env) leaderRun() (*run.Run, string, error) {
-	r, err := e.run()
-	if err != nil {
-		return nil, "", err
-	}
-	actor, err := e.actor(r.Manifest.Leader)
-	if err != nil {
-		return nil, "", err
-	}
-	return r, actor, nil
 }
 
 // body returns the message body from the argument at index i: "-" reads
@@ -285,21 +210,6 @@ func (e *env) since() (int64, error) {
 		return 0, fmt.Errorf("invalid --since %q: a seq is a decimal whole number, 0 or more (crew events shows the seqs): %w", s, crew.ErrInvalid)
 	}
 	return n, nil
-}
-
-// withTimeout derives a context from --timeout, if given.
-func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
-	t := c.String("timeout")
-	if t == "" {
-		ctx, cancel := context.WithCancel(c.Context)
-		return ctx, cancel, nil
-	}
-	d, err := duration(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, d)
-	return ctx, cancel, nil
 }
 
 // duration parses a --timeout / --older-than style value (app.ParseDuration).

@@ -65,9 +65,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // and returns its error: what Main reports, and what crew mcp turns into
 // a tool result.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	ctx, release := shareStore(ctx)
-	defer release()
 	app := newApp(stdin, stdout, stderr)
+	sc := &storeConn{}
+	app.Metadata[storeKey] = sc
+	defer sc.close()
 	app.Metadata[commandLine] = args[1:]
 	rest := args[1:]
 	if len(rest) == 0 || rest[len(rest)-1] != completeFlag {

@@ -192,7 +192,7 @@ func taskLogsCommand() *cli.Command {
 
 func taskLogs(c *cli.Context) error {
 	e := newEnv(c)
-	r, id, _, err := e.taskArg()
+	r, id, err := e.taskRun()
 	if err != nil {
 		return err
 	}

@@ -180,24 +180,48 @@ func mcpInProcess(tmp string) (lib, viaMCP func(time.Duration) (float64, error),
 		return nil, nil, nil, err
 	}
 	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{Run: "inproc"})
-	server := mcpserver.New(mcpserver.Options{App: a, Version: "bench"})
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
+	viaMCP, end, err := toolCalls(mcpserver.New(mcpserver.Options{App: a, Version: "bench"}).Server, "crew_steer")
 	if err != nil {
+		root.Close()
 		return nil, nil, nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "crewbench", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, ct, nil)
+	return lib, viaMCP, func() { end(); root.Close() }, nil
+}
+
+// mcpNoop returns the driver of mcp_noop_per_s: calls of a tool that does
+// nothing, with crew_steer's input and a message-sized output, through
+// the same SDK and in-memory transports as mcpInProcess: the floor a
+// tool call costs before crew does anything.
+func mcpNoop() (calls func(time.Duration) (float64, error), stop func(), err error) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "noop", Version: "bench"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "crew_steer", OutputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in app.ToWorker) (*mcp.CallToolResult, any, error) {
+			return nil, &events.Message{ID: "0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f", Seq: 1, Kind: events.KindSteer, From: run.Leader, To: in.Task, Body: in.Body, Priority: events.DefaultPriority}, nil
+		})
+	return toolCalls(s, "crew_steer")
+}
+
+// toolCalls connects the Go SDK's client to s over in-memory transports
+// and returns a driver calling tool (with a task and a body of 120 bytes)
+// one call after another, and a function that ends the session.
+func toolCalls(s *mcp.Server, tool string) (calls func(time.Duration) (float64, error), stop func(), err error) {
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "crewbench", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		ss.Close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	viaMCP = rate(func(i int) error {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crew_steer", Arguments: map[string]any{"task": "m1", "body": body("mcp steer", i, 120)}})
+	calls = rate(func(i int) error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"task": "m1", "body": body("mcp steer", i, 120)}})
 		if err == nil && res.IsError {
-			err = fmt.Errorf("crew_steer: %v", res.Content)
+			err = fmt.Errorf("%s: %v", tool, res.Content)
 		}
 		return err
 	})
-	return lib, viaMCP, func() { cs.Close(); ss.Close(); root.Close() }, nil
+	return calls, func() { cs.Close(); ss.Close() }, nil
 }

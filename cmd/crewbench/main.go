@@ -165,6 +165,12 @@ type result struct {
 	// it is 1/1.2 or more.
 	MCPInprocRatio float64 `json:"mcp_inproc_ratio"`
 	MCPInprocPerS  float64 `json:"mcp_inproc_per_s"`
+	// MCPNoopPerS is calls of a tool that does nothing through the same
+	// SDK and transports: the floor of a tool call. MCPInprocOfLimit is
+	// MCPInprocPerS ÷ the rate a steer would reach if a tool call cost
+	// only that floor on top of a library steer (1 / (1/lib + 1/noop)).
+	MCPNoopPerS      float64 `json:"mcp_noop_per_s"`
+	MCPInprocOfLimit float64 `json:"mcp_inproc_of_limit"`
 
 	// The dashboard (ui.go): crew serve's pages.
 	UIUpdateP50ms float64 `json:"ui_update_p50_ms"`
@@ -371,22 +377,37 @@ func bench(c config) error {
 			return err
 		}
 		res.MCPSteerPerS, res.MCPSteerRatio = median(mcpS), medianRatio(mcpS, libS)
-		step("steers through an MCP server in this process against the library, %d rounds of %s each", c.rounds, c.round)
+		step("steers through an MCP server in this process, then calls of a tool that does nothing, against the library, %d rounds of %s each", c.rounds, c.round)
 		lib, inproc, stop, err := mcpInProcess(tmp)
 		if err != nil {
 			return err
 		}
+		noop, stopNoop, err := mcpNoop()
+		if err != nil {
+			stop()
+			return err
+		}
 		libS, inS, err := alternateWith(c, "library", lib, "mcp-inproc", inproc)
+		var libN, noopS []float64
+		if err == nil {
+			libN, noopS, err = alternateWith(c, "library", lib, "mcp-noop", noop)
+		}
 		stop()
+		stopNoop()
 		if err != nil {
 			return err
 		}
 		res.MCPInprocPerS, res.MCPInprocRatio = median(inS), medianRatio(inS, libS)
+		res.MCPNoopPerS = median(noopS)
+		// A steer costs 1/lib; a tool call that added only the SDK's
+		// floor would cost 1/lib + 1/noop.
+		res.MCPInprocOfLimit = res.MCPInprocPerS * (1/median(libN) + 1/res.MCPNoopPerS)
 		rows = append(rows,
 			row{"hook_idle_ms", "`crew hook claude PostToolUse` with nothing new, whole process: p50 / p99", f2(res.HookIdleP50ms) + " / " + f2(res.HookIdleP99ms), "≤ 3 / ≤ 10", fmt.Sprintf("%d samples", c.wake)},
 			row{"seen_ms", fmt.Sprintf("steer sent → in the answer of the next `crew hook claude PostToolUse` of a loop calling it every %s: p50 / p99", seenPeriod), f2(res.SeenP50ms) + " / " + f2(res.SeenP99ms), fmt.Sprintf("≤ %d (one loop period)", seenPeriod.Milliseconds()), fmt.Sprintf("%d steers", seen)},
 			row{"mcp_steer_ratio", "steers through one `crew mcp` session ÷ library steers (each waiting for its projections), same run", f2(res.MCPSteerRatio), "≥ 0.5", f0(res.MCPSteerPerS) + " steers/s over MCP"},
 			row{"mcp_inproc_ratio", "steers through an MCP server in process (in-memory transport, the app layer) ÷ library steers, same run", f2(res.MCPInprocRatio), "≥ 0.83 (≤ 1.2× the cost)", f0(res.MCPInprocPerS) + " steers/s"},
+			row{"mcp_inproc_of_limit", "the same ÷ what a steer would reach if a tool call cost only the SDK's floor (calls of a tool doing nothing) on top of a library steer", f2(res.MCPInprocOfLimit), "(reference)", f0(res.MCPNoopPerS) + " empty tool calls/s"},
 		)
 	}
 
