@@ -24,14 +24,15 @@ const (
 	MessageAcknowledged = "message.acknowledged"
 	MessageRejected     = "message.rejected"
 	LogRepaired         = "log.repaired"
-	WorkerStarted       = "worker.started" // crew spawn started a worker process: state.Worker
-	WorkerExited        = "worker.exited"  // it exited, or was found gone: state.WorkerExit
+	WorkerStarted       = "worker.started"    // crew spawn started a worker process: state.Worker
+	WorkerExited        = "worker.exited"     // it exited, or was found gone: state.WorkerExit
+	WorkerStopAsked     = "worker.stop_asked" // its supervisor is asked to stop it (crew run stop): state.StopAsk
 )
 
 // Types lists every event type, for validating `crew events --type`.
 var Types = []string{RunCreated, TaskCreated, TaskStarted, TaskWaiting, TaskResponded,
 	TaskAskTimedOut, TaskCompleted, TaskFailed, TaskCancelled, TaskRetried, MessageSent,
-	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired, WorkerStarted, WorkerExited}
+	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired, WorkerStarted, WorkerExited, WorkerStopAsked}
 
 // Event is one line of events.jsonl: an immutable record of something that
 // happened in a run. Seq is 1, 2, 3 … with no gaps, assigned under the run

@@ -88,6 +88,7 @@ func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, 
 		}
 		op := task.Fail
 		ev.Reason = why + tailReason(x.Tail)
+		restart = restart && x.Stopped == nil // a stopped worker is not started again
 		if restart {
 			op = task.Restart
 			ev.Reason = fmt.Sprintf("%s; starting attempt %d", why, x.Attempt+1)
@@ -103,6 +104,34 @@ func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, 
 		return ev, nil
 	})
 	return err
+}
+
+// AskStop records worker.stop_asked for task id: a request that the
+// supervisor of its live worker (the crew spawn that started it, on the
+// worker's machine) stop it (state.StopAsk; docs/concepts.md, Stopping
+// workers), with reason, by actor. A task ended by anyone other than its
+// worker needs none: the event that ended it asks already. It returns
+// the worker asked to stop, or nil when the task has no live worker or
+// its stop was asked already (no event is written then). Errors: an
+// unknown task (crew.ErrNotFound), the store's.
+func (r *Run) AskStop(ctx context.Context, id, actor, reason string) (*state.Worker, error) {
+	var asked *state.Worker
+	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+		t, err := st.Task(id)
+		if err != nil {
+			return nil, err
+		}
+		w := t.Live()
+		if w == nil || w.Stop != nil {
+			return nil, nil
+		}
+		asked = w
+		return &events.Event{Type: events.WorkerStopAsked, Task: t.ID, Actor: actor, Reason: reason, Data: state.StopAskData(w.Attempt)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return asked, nil
 }
 
 // tailReason is the end of a worker's output as a reason quotes it:

@@ -15,6 +15,12 @@ func groupLeader(*exec.Cmd) {}
 // stopGroup kills cmd's process.
 func stopGroup(cmd *exec.Cmd, _ syscall.Signal) { cmd.Process.Kill() }
 
+// ownGroup is false here: there are no process groups.
+func ownGroup(*exec.Cmd) bool { return false }
+
+// groupAlive is false here: there are no process groups.
+func groupAlive(int) bool { return false }
+
 // signalOf is "" here: a process only exits.
 func signalOf(*os.ProcessState) string { return "" }
 

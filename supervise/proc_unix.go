@@ -27,6 +27,17 @@ func stopGroup(cmd *exec.Cmd, sig syscall.Signal) {
 	cmd.Process.Signal(sig)
 }
 
+// ownGroup reports whether cmd leads a process group of its own
+// (groupLeader), which stopGroup signals whole.
+func ownGroup(cmd *exec.Cmd) bool { return cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid }
+
+// groupAlive reports whether process group pgid has a process left
+// (kill(2) of -pgid with signal 0; EPERM: one of another user's).
+func groupAlive(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || err == syscall.EPERM
+}
+
 // signalOf names the signal that ended the process ("killed",
 // "terminated"), or "" when it exited.
 func signalOf(ps *os.ProcessState) string {

@@ -71,7 +71,7 @@ func eventText(ev *events.Event) string {
 
 // detailText is what eventText adds for worker.started ("  attempt 1
 // pid 42 on host: cmd"), worker.exited ("  attempt 1 pid 42 exited with
-// status 2") and a task.ask_timed_out that answered by default
+// status 2"), worker.stop_asked ("  attempt 1") and a task.ask_timed_out that answered by default
 // ("  answered by default \"…\""), and "" for other events.
 func detailText(ev *events.Event) string {
 	switch ev.Type {
@@ -88,6 +88,11 @@ func detailText(ev *events.Event) string {
 		var x state.WorkerExit
 		if json.Unmarshal(ev.Data, &x) == nil {
 			return fmt.Sprintf("  attempt %d pid %d %s", x.Attempt, x.PID, x.Describe())
+		}
+	case events.WorkerStopAsked:
+		var a struct{ Attempt int }
+		if json.Unmarshal(ev.Data, &a) == nil {
+			return fmt.Sprintf("  attempt %d", a.Attempt)
 		}
 	}
 	return ""

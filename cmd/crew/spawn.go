@@ -43,6 +43,7 @@ func spawnCommand() *cli.Command {
 		Flags: []cli.Flag{runFlag,
 			&cli.StringFlag{Name: "tmux", Usage: "run the worker in a new window of tmux session `SESSION`, named after the task, and return once it started"},
 			&cli.IntFlag{Name: "retries", Usage: "start the worker again up to `N` times when it exits before its task ended"},
+			&cli.StringFlag{Name: "grace", Usage: "when the worker is stopped (its task ended by the leader, crew run stop), SIGKILL it `DURATION` after SIGTERM", Value: "10s"},
 		},
 		Action: spawn,
 	}
@@ -65,7 +66,11 @@ func spawn(c *cli.Context) error {
 	if s := c.String("tmux"); s != "" && os.Getenv(tmuxEnv) == "" {
 		return spawnTmux(e, r, id, s, command)
 	}
-	o := supervise.SpawnOptions{Task: id, Command: command, Retries: c.Int("retries"), Env: e.storeEnv(r.Root()),
+	grace, err := duration(c.String("grace"))
+	if err != nil {
+		return err
+	}
+	o := supervise.SpawnOptions{Task: id, Command: command, Retries: c.Int("retries"), Grace: grace, Env: e.storeEnv(r.Root()),
 		Started: func(w *state.Worker) {
 			e.warn(fmt.Errorf("task %s, attempt %d: worker pid %d started; its output goes to %s", id, w.Attempt, w.PID, w.Log))
 		}}
@@ -125,7 +130,7 @@ func spawnTmux(e *env, r *run.Run, id, session string, command []string) error {
 			tmuxArgs = append(tmuxArgs, "-e", kv)
 		}
 	}
-	tmuxArgs = append(tmuxArgs, "--", self, "spawn", id, "--run", r.ID(), "--retries", fmt.Sprint(e.c.Int("retries")), "--")
+	tmuxArgs = append(tmuxArgs, "--", self, "spawn", id, "--run", r.ID(), "--retries", fmt.Sprint(e.c.Int("retries")), "--grace", e.c.String("grace"), "--")
 	out, err := exec.Command("tmux", append(tmuxArgs, command...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("tmux new-window in session %s: %v: %s: %w", session, err, strings.TrimSpace(string(out)), crew.ErrInvalid)
