@@ -50,6 +50,10 @@ type RunWait struct {
 	QuietAfter string `json:"quiet_after,omitempty" jsonschema:"a running task whose worker shows no sign of life for this duration (default 5m) is quiet"`
 	NudgeAfter string `json:"nudge_after,omitempty" jsonschema:"nudge a running task whose worker shows no sign of life for this duration, once per quiet spell (default: never)"`
 	AllowEmpty bool   `json:"allow_empty,omitempty" jsonschema:"a run with no tasks is a success; without it, such a run fails with class conflict (a CI job whose task add failed must not pass)"`
+	// Stop, when the timeout comes (or the wait is interrupted), stops
+	// the run (RunStop) before returning, so that no worker outlives a
+	// CI job.
+	Stop bool `json:"stop,omitempty" jsonschema:"at the timeout, cancel every task that has not ended and stop every worker of the run (as crew_run_stop) before failing"`
 }
 
 // RunReport is the request of RunReport.
@@ -70,6 +74,8 @@ type RunRecord struct {
 	// Live is what each task that has not ended is doing (RunShow), for
 	// people; not in the record.
 	Live map[string]*run.Liveness `json:"-"`
+	// Stopped is what RunWait with Stop stopped when its time was up.
+	Stopped *RunStopped `json:"stopped,omitempty"`
 }
 
 // TaskRecords are the run's tasks, each with what it is doing (Live).
@@ -288,11 +294,23 @@ func (a *App) RunWait(ctx context.Context, req RunWait, progress func(Progress))
 		o.Progress = waitProgress(r, progress)
 	}
 	err = supervise.WaitRunWith(ctx, r, o)
+	var stopped *RunStopped
+	if req.Stop && (errors.Is(err, crew.ErrTimeout) || errors.Is(err, context.Canceled)) {
+		why := "run wait timed out after " + req.Timeout
+		if !errors.Is(err, crew.ErrTimeout) {
+			why = "run wait was interrupted"
+		}
+		var serr error
+		stopped, serr = a.RunStop(context.WithoutCancel(ctx), RunStop{Run: r.ID(), Reason: why})
+		err = errors.Join(err, serr)
+	}
 	st, serr := r.TaskState()
 	if serr != nil {
 		return nil, err
 	}
-	return fullRecord(r.Manifest, st), err
+	rec := fullRecord(r.Manifest, st)
+	rec.Stopped = stopped
+	return rec, err
 }
 
 // waitProgress is supervise's progress callback for RunWait: it hands

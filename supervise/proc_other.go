@@ -15,6 +15,13 @@ func groupLeader(*exec.Cmd) {}
 // stopGroup kills cmd's process.
 func stopGroup(cmd *exec.Cmd, _ syscall.Signal) { cmd.Process.Kill() }
 
+// signalWorker kills process pid.
+func signalWorker(pid int, _ bool, _ syscall.Signal) {
+	if p, err := os.FindProcess(pid); err == nil {
+		p.Kill()
+	}
+}
+
 // ownGroup is false here: there are no process groups.
 func ownGroup(*exec.Cmd) bool { return false }
 

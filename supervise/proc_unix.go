@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crew-dev/crew/internal/proc"
 )
 
 // groupLeader makes cmd the leader of a new process group, so that the
@@ -27,16 +29,22 @@ func stopGroup(cmd *exec.Cmd, sig syscall.Signal) {
 	cmd.Process.Signal(sig)
 }
 
+// signalWorker sends sig to process pid's group (when group: the
+// worker leads one), else to the process.
+func signalWorker(pid int, group bool, sig syscall.Signal) {
+	if group {
+		pid = -pid
+	}
+	syscall.Kill(pid, sig)
+}
+
 // ownGroup reports whether cmd leads a process group of its own
 // (groupLeader), which stopGroup signals whole.
 func ownGroup(cmd *exec.Cmd) bool { return cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid }
 
-// groupAlive reports whether process group pgid has a process left
-// (kill(2) of -pgid with signal 0; EPERM: one of another user's).
-func groupAlive(pgid int) bool {
-	err := syscall.Kill(-pgid, 0)
-	return err == nil || err == syscall.EPERM
-}
+// groupAlive reports whether process group pgid has a process that
+// has not exited (proc.GroupAlive).
+func groupAlive(pgid int) bool { return proc.GroupAlive(pgid) }
 
 // signalOf names the signal that ended the process ("killed",
 // "terminated"), or "" when it exited.

@@ -2,10 +2,16 @@ package supervise
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/internal/human"
+	"github.com/crew-dev/crew/internal/proc"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 )
@@ -106,10 +112,99 @@ func stopWorker(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration, reason
 			if done != nil {
 				<-done
 			}
+			for i := 0; i < 40 && s.Group && groupAlive(s.PID); i++ {
+				time.Sleep(25 * time.Millisecond) // its other processes, killed, until they are reaped
+			}
 			return s
 		}
 		if done == nil && !(s.Group && groupAlive(s.PID)) {
 			return s
 		}
 	}
+}
+
+// AwaitStopped waits until no task of r has a live worker (one whose
+// exit is not recorded), reaping the lost ones (Reap) as it goes, and
+// returns nil then. Each worker's crew spawn stops it once its stop is
+// asked in the log (run.Run.AskStop, or the event that ended its task);
+// a worker whose crew spawn is gone has no one to do that, so a worker
+// of this machine in that plight is stopped here, the same way (SIGTERM
+// to its process group, SIGKILL after its grace), and its exit recorded
+// by Reap once it is gone. When ctx ends first, it returns the tasks
+// whose workers still run (on another machine whose crew spawn does not
+// answer, or that outlived SIGKILL) and an error wrapping
+// crew.ErrTimeout.
+func AwaitStopped(ctx context.Context, r *run.Run) ([]*state.Task, error) {
+	wt := r.Watch()
+	defer wt.Close()
+	orphans := map[string]*orphan{} // by task
+	for {
+		st, err := reapState(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		var live []*state.Task
+		for _, t := range st.TaskList() {
+			if w := t.Live(); w != nil {
+				live = append(live, t)
+				stopOrphan(orphans, t.ID, w)
+			}
+		}
+		if len(live) == 0 {
+			return nil, nil
+		}
+		wctx, cancel := context.WithTimeout(ctx, poll/4)
+		wt.Wait(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return live, fmt.Errorf("%s still running: %s: %w", human.Count(len(live), "worker"), describeLive(live), crew.ErrTimeout)
+		}
+	}
+}
+
+// orphan is a worker of this machine whose crew spawn is gone, which
+// AwaitStopped stops itself: SIGTERM sent at termAt, SIGKILL once
+// killed.
+type orphan struct {
+	termAt time.Time
+	killed bool
+}
+
+// stopOrphan stops w, the live worker of task id, when it is an orphan:
+// on this machine, alive, its crew spawn gone. It sends SIGTERM the
+// first time, SIGKILL once w's grace has passed since.
+func stopOrphan(orphans map[string]*orphan, id string, w *state.Worker) {
+	if host, _ := os.Hostname(); w.Host != host {
+		return
+	}
+	if (proc.ID{PID: w.Supervisor, Start: w.SupervisorStart, Boot: w.Boot}).Alive() {
+		return // its crew spawn stops it
+	}
+	if !(proc.ID{PID: w.PID, Start: w.Start, Boot: w.Boot}).Alive() {
+		return // gone: Reap records it
+	}
+	o := orphans[id]
+	group := w.Tmux == "" // a worker on a tmux window's terminal leads no group of its own
+	switch {
+	case o == nil:
+		orphans[id] = &orphan{termAt: time.Now()}
+		signalWorker(w.PID, group, syscall.SIGTERM)
+	case !o.killed && time.Since(o.termAt) >= w.GraceOf():
+		o.killed = true
+		signalWorker(w.PID, group, syscall.SIGKILL)
+	}
+}
+
+// describeLive names the live workers of tasks live: "t1's (pid 42 on
+// host)".
+func describeLive(live []*state.Task) string {
+	var b strings.Builder
+	for i, t := range live {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		w := t.Live()
+		fmt.Fprintf(&b, "%s's (pid %d on %s)", t.ID, w.PID, w.Host)
+	}
+	return b.String()
 }
