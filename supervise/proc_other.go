@@ -22,6 +22,12 @@ func signalWorker(pid int, _ bool, _ syscall.Signal) {
 	}
 }
 
+// foreground does nothing here: there are no process groups.
+func foreground(*exec.Cmd, *os.File) {}
+
+// TakeTerminal does nothing here: there are no process groups.
+func TakeTerminal(*os.File) {}
+
 // ownGroup is false here: there are no process groups.
 func ownGroup(*exec.Cmd) bool { return false }
 

@@ -5,6 +5,7 @@ package supervise
 import (
 	"os"
 	"os/exec"
+	"os/signal"
 	"syscall"
 	"time"
 
@@ -36,6 +37,32 @@ func signalWorker(pid int, group bool, sig syscall.Signal) {
 		pid = -pid
 	}
 	syscall.Kill(pid, sig)
+}
+
+// foreground makes cmd, when tty is a terminal, the leader of a new
+// process group that becomes tty's foreground group (tcsetpgrp(3)), so
+// that it reads the terminal and gets the signals typed there; when tty
+// is no terminal, it does nothing (the worker shares this process's
+// group, and is signalled alone).
+func foreground(cmd *exec.Cmd, tty *os.File) {
+	if _, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP); err != nil {
+		return
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: int(tty.Fd())}
+}
+
+// TakeTerminal makes this process's group tty's foreground group again,
+// after a worker that ran on it in the foreground (foreground) has
+// exited, so that what a person types (Ctrl-C) reaches this process.
+// A process of a background group that does so gets SIGTTOU, which is
+// ignored meanwhile. It does nothing when tty is no terminal.
+func TakeTerminal(tty *os.File) {
+	if _, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP); err != nil {
+		return
+	}
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	unix.IoctlSetPointerInt(int(tty.Fd()), unix.TIOCSPGRP, unix.Getpgrp())
 }
 
 // ownGroup reports whether cmd leads a process group of its own

@@ -140,6 +140,9 @@ func runAttempt(ctx context.Context, r *run.Run, o SpawnOptions, more bool) (*st
 		o.Started(w)
 	}
 	stopped := superviseWorker(ctx, r, t.ID, w, cmd, o.Grace)
+	if o.Terminal {
+		TakeTerminal(os.Stdin)
+	}
 	x := exitOf(cmd.ProcessState, w)
 	x.Tail, x.Stopped = tail.File(logPath, from, run.CheckTail), stopped
 	fmt.Fprintf(out, "--- crew: task %s, attempt %d: worker %s\n", t.ID, n, x.Describe())
@@ -163,8 +166,10 @@ func CheckSpawn(ctx context.Context, r *run.Run, id string) (*state.Task, error)
 // workerCommand is the command of attempt n: o.Command in the run's
 // directory, with the task's identity in its environment, its output
 // into out (or on this process's terminal), leading a process group of
-// its own unless it runs on the terminal, where it must be in the
-// foreground to read what a person types.
+// its own, which is stopped whole. On a terminal, its group is made the
+// terminal's foreground group, to read what a person types and to get
+// the Ctrl-C they type (foreground); crew spawn takes the terminal back
+// when it has exited (TakeTerminal).
 func workerCommand(r *run.Run, t *state.Task, n int, o SpawnOptions, out *os.File) *exec.Cmd {
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
 	cmd.Dir = workDir(r)
@@ -175,6 +180,7 @@ func workerCommand(r *run.Run, t *state.Task, n int, o SpawnOptions, out *os.Fil
 	cmd.Env = append(append(os.Environ(), o.Env...), env...)
 	if o.Terminal {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		foreground(cmd, os.Stdin)
 		return cmd
 	}
 	cmd.Stdout, cmd.Stderr = out, out

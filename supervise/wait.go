@@ -123,3 +123,31 @@ func ctxErr(err error, doing string) error {
 	}
 	return err
 }
+
+// WaitEnded blocks until every task of r has ended (run.Ended; a run
+// with no tasks has not), reaping lost workers as it goes, or until ctx
+// ends (ctx's error). crew spawn in a tmux window waits so, after its
+// worker exited, to keep the window open until the run ends. A damaged
+// log is its error (crew.ErrDamaged).
+func WaitEnded(ctx context.Context, r *run.Run) error {
+	w := r.Watch()
+	defer w.Close()
+	for {
+		st, err := reapState(ctx, r)
+		if err != nil {
+			return err
+		}
+		if err := st.Err(); err != nil {
+			return err
+		}
+		if ended, _ := run.Ended(st); ended && len(st.Tasks) > 0 {
+			return nil
+		}
+		wctx, cancel := context.WithTimeout(ctx, poll)
+		w.Wait(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
