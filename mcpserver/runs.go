@@ -11,8 +11,8 @@ import (
 	"github.com/crew-dev/crew/report"
 )
 
-// addRunTools registers the tools that create, list, show, wait for and
-// report on runs, and those of the mail tree outside runs (send, check,
+// addRunTools registers the tools that create, list, show, wait for,
+// stop and report on runs, and those of the mail tree outside runs (send, check,
 // read). Each tool's input is the app request.
 func addRunTools(s *mcp.Server, a *app.App) {
 	tool(s, "crew_run_create", "Create a run (the leader's first step); tasks are added to it with crew_task_add. Returns the run's manifest.",
@@ -30,6 +30,8 @@ func addRunTools(s *mcp.Server, a *app.App) {
 		objectSchema, a.RunShow)
 	tool(s, "crew_run_wait", "Block until every task of the run has ended; fails with class incomplete when one failed or was cancelled, timeout after the timeout, damaged when the log (read whole before the verdict) is damaged, conflict when the run has no tasks (unless allow_empty). Returns the run.",
 		objectSchema, func(ctx context.Context, in app.RunWait) (*app.RunRecord, error) { return a.RunWait(ctx, in, nil) })
+	tool(s, "crew_run_stop", "End the run's work (leader): cancel every task that has not ended and stop every worker of the run (each worker's crew spawn sends its process group SIGTERM, then SIGKILL after its grace); returns once their exits are recorded: the tasks cancelled and each worker with how it exited. Fails with class timeout when workers still run then.",
+		objectSchema, a.RunStop)
 	addRunReport(s, a)
 
 	tool(s, "crew_mail_send", "Deliver a message to an agent's mailbox in the per-agent mail tree (outside runs). Returns the mail.",

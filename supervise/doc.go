@@ -3,8 +3,11 @@
 // Liveness). It starts a task's worker and waits for it (Spawn), tells
 // whether a recorded worker's process is gone and records the exits that
 // no one saw (Reap), keeps heartbeats (Heartbeat, Alive) and worker logs
-// (WorkerLog), says what each task is doing (Liveness, TasksAlive), and
-// waits for a run while watching its workers (WaitRun).
+// (WorkerLog), says what each task is doing (Liveness, TasksAlive),
+// waits for a run while watching its workers (WaitRun), and stops
+// workers: a crew spawn stops its worker when the log asks it to
+// (state.Worker.Stop; stop.go), and AwaitStopped waits for a run's
+// workers to be gone, stopping itself those whose crew spawn died.
 //
 // Imports go one way: supervise imports run, never the reverse. What a
 // worker's start and exit do to a task is an operation of the run
