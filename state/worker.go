@@ -66,8 +66,8 @@ type StopAsk struct {
 	Reason string      `json:"reason"` // "task cancelled", "run stopped", …
 }
 
-// Stopped is how a worker's supervisor stopped it: the Stopped of its
-// worker.exited. The outcome is the exit itself (WorkerExit.Signal or
+// Stopped is how a worker's supervisor (or, when that was gone, crew
+// run stop) stopped it: the Stopped of its worker.exited. The outcome is the exit itself (WorkerExit.Signal or
 // Code).
 type Stopped struct {
 	// PID is the process signalled; Group says whether its whole
@@ -80,6 +80,9 @@ type Stopped struct {
 	Signals []string `json:"signals"`
 	GraceMs int64    `json:"graceMs"`
 	Reason  string   `json:"reason"` // why: the StopAsk's reason, or "crew spawn was interrupted"
+	// By is who signalled: "crew spawn" (its supervisor), or "crew run
+	// stop" for a worker whose crew spawn was gone.
+	By string `json:"by"`
 }
 
 // Describe says what the supervisor did: "SIGTERM to process group 42
@@ -114,7 +117,7 @@ type WorkerExit struct {
 // 2", "was killed by signal killed", "is gone (exit status unknown)".
 func (x *WorkerExit) Describe() string {
 	if x.Stopped != nil {
-		return x.describe() + ", stopped by crew spawn: " + x.Stopped.Describe()
+		return x.describe() + ", stopped by " + x.Stopped.By + ": " + x.Stopped.Describe()
 	}
 	return x.describe()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/internal/proc"
+	"github.com/crew-dev/crew/internal/tail"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 )
@@ -93,7 +94,7 @@ func stopAsked(r *run.Run, id string, attempt int) *state.StopAsk {
 // process group (or to it alone, on a terminal), then, if it or another
 // process of its group is still there after grace, SIGKILL to them.
 func stopWorker(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration, reason string) *state.Stopped {
-	s := &state.Stopped{PID: cmd.Process.Pid, Group: ownGroup(cmd), Signals: []string{"SIGTERM"}, GraceMs: grace.Milliseconds(), Reason: reason}
+	s := &state.Stopped{PID: cmd.Process.Pid, Group: ownGroup(cmd), Signals: []string{"SIGTERM"}, GraceMs: grace.Milliseconds(), Reason: reason, By: "crew spawn"}
 	stopGroup(cmd, syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
@@ -130,15 +131,18 @@ func stopWorker(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration, reason
 // a worker whose crew spawn is gone has no one to do that, so a worker
 // of this machine in that plight is stopped here, the same way (SIGTERM
 // to its process group, SIGKILL after its grace), and its exit recorded
-// by Reap once it is gone. When ctx ends first, it returns the tasks
-// whose workers still run (on another machine whose crew spawn does not
-// answer, or that outlived SIGKILL) and an error wrapping
-// crew.ErrTimeout.
+// here once it is gone (unknown, with how it was stopped, By "crew run
+// stop"). When ctx ends first, it returns the tasks whose workers still
+// run (on another machine whose crew spawn does not answer, or that
+// outlived SIGKILL) and an error wrapping crew.ErrTimeout.
 func AwaitStopped(ctx context.Context, r *run.Run) ([]*state.Task, error) {
 	wt := r.Watch()
 	defer wt.Close()
 	orphans := map[string]*orphan{} // by task
 	for {
+		if err := recordOrphans(ctx, r, orphans); err != nil {
+			return nil, err
+		}
 		st, err := reapState(ctx, r)
 		if err != nil {
 			return nil, err
@@ -163,11 +167,11 @@ func AwaitStopped(ctx context.Context, r *run.Run) ([]*state.Task, error) {
 }
 
 // orphan is a worker of this machine whose crew spawn is gone, which
-// AwaitStopped stops itself: SIGTERM sent at termAt, SIGKILL once
-// killed.
+// AwaitStopped stops itself: SIGTERM sent at termAt, and how (stopped).
 type orphan struct {
-	termAt time.Time
-	killed bool
+	w       *state.Worker
+	termAt  time.Time
+	stopped *state.Stopped
 }
 
 // stopOrphan stops w, the live worker of task id, when it is an orphan:
@@ -184,15 +188,44 @@ func stopOrphan(orphans map[string]*orphan, id string, w *state.Worker) {
 		return // gone: Reap records it
 	}
 	o := orphans[id]
-	group := w.Tmux == "" // a worker on a tmux window's terminal leads no group of its own
+	group := w.Tmux == "" // a worker on a tmux window's terminal of an older crew leads no group
 	switch {
 	case o == nil:
-		orphans[id] = &orphan{termAt: time.Now()}
+		orphans[id] = &orphan{w: w, termAt: time.Now(), stopped: &state.Stopped{PID: w.PID, Group: group, Signals: []string{"SIGTERM"},
+			GraceMs: w.GraceOf().Milliseconds(), Reason: "its crew spawn was gone", By: "crew run stop"}}
 		signalWorker(w.PID, group, syscall.SIGTERM)
-	case !o.killed && time.Since(o.termAt) >= w.GraceOf():
-		o.killed = true
+	case len(o.stopped.Signals) == 1 && time.Since(o.termAt) >= w.GraceOf():
+		o.stopped.Signals = append(o.stopped.Signals, "SIGKILL")
 		signalWorker(w.PID, group, syscall.SIGKILL)
 	}
+}
+
+// recordOrphans records the exit of each orphan stopped (stopOrphan)
+// that is gone now: unknown (no parent of it saw how it ended), with
+// how it was stopped. What it left in its process group is killed
+// first. It runs before Reap, which would record the exit without how.
+func recordOrphans(ctx context.Context, r *run.Run, orphans map[string]*orphan) error {
+	for id, o := range orphans {
+		w := o.w
+		if (proc.ID{PID: w.PID, Start: w.Start, Boot: w.Boot}).Alive() {
+			continue
+		}
+		if o.stopped.Group && groupAlive(w.PID) {
+			// The worker is gone but left processes in its group, which
+			// no one would stop after its exit is recorded.
+			if len(o.stopped.Signals) == 1 {
+				o.stopped.Signals = append(o.stopped.Signals, "SIGKILL")
+			}
+			signalWorker(w.PID, true, syscall.SIGKILL)
+		}
+		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tail.File(w.Log, 0, run.CheckTail), Stopped: o.stopped}
+		why := fmt.Sprintf("worker process %d was stopped by crew run stop, its crew spawn (pid %d) being gone", w.PID, w.Supervisor)
+		if err := r.WorkerExited(ctx, id, x, false, why); err != nil {
+			return err
+		}
+		delete(orphans, id)
+	}
+	return nil
 }
 
 // describeLive names the live workers of tasks live: "t1's (pid 42 on
