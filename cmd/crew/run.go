@@ -252,7 +252,7 @@ func runWait(c *cli.Context) error {
 		return err
 	}
 	p := newProgress(e, r)
-	o.Progress = p.show
+	o.Progress, o.Failed = p.show, p.failed
 	err = supervise.WaitRunWith(ctx, r, o)
 	if p.tty {
 		fmt.Fprintln(e.stderr)
@@ -330,6 +330,21 @@ func (p *progress) show(st *state.State, live map[string]*run.Liveness) {
 		return
 	}
 	p.last, p.lastAt = line, time.Now()
+}
+
+// failed is supervise.WaitRunWith's callback for a task failure: one line
+// in the progress stream, as it happens ("t2 failed: disk full", the
+// first line of the reason), above the progress line on a terminal.
+func (p *progress) failed(t *state.Task) {
+	line := t.ID + " failed"
+	if why, _, _ := strings.Cut(t.Reason, "\n"); why != "" {
+		line += ": " + why
+	}
+	if p.tty {
+		fmt.Fprintf(p.e.stderr, "\r\x1b[K")
+		p.last = "" // the progress line is drawn again below it
+	}
+	fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), human.Escape(line))
 }
 
 // summary is a one-line count of task states: "3/5 done · 1 waiting".
