@@ -100,3 +100,48 @@ var PrivatePerm = Perm{File: 0o600, Dir: 0o700}
 // (os.ModeSetgid: a bare 0o2000 is not the setgid bit of an os.FileMode,
 // and os.Chmod would drop it).
 var SharedPerm = Perm{File: 0o660, Dir: os.ModeSetgid | 0o770}
+
+// NearID returns the id among ids that id most likely meant, "" when
+// none is close: one that differs only in letter case (SameID), else the
+// nearest by edit distance (letters added, removed or changed, ignoring
+// case) within a third of id's length, at least one. It is the
+// did-you-mean of an unknown id.
+func NearID(id string, ids []string) string {
+	best, bestD := "", len(id)/3
+	if bestD < 1 {
+		bestD = 1
+	}
+	for _, c := range ids {
+		if c == id {
+			continue
+		}
+		if SameID(c, id) {
+			return c
+		}
+		if d := editDistance(strings.ToLower(c), strings.ToLower(id)); d <= bestD && (best == "" || d < bestD || c < best) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -201,7 +201,7 @@ func (w *delivery) brief() error {
 }
 
 // workerRules is how a worker uses crew, in the brief.
-const workerRules = `Use crew (the crew_* MCP tools, or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID); when you need a decision, crew ask "..." --wait and follow the answer; crew task complete when done.
+const workerRules = `Use crew (the crew_* MCP tools, or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID, with --task and your task's id where CREW_TASK is not set); when you need a decision, crew ask "..." --wait and follow the answer; crew task complete when done.
 `
 
 // fresh delivers the messages not delivered before that pick selects,
@@ -223,8 +223,8 @@ func (w *delivery) fresh(pick func(*events.Message) bool) error {
 	if err := w.markDelivered(fresh); err != nil {
 		return err
 	}
-	w.d.Text = fmt.Sprintf("crew: new from the leader (run %s, task %s); act on steers before going on, and acknowledge each message once acted on (crew ack ID):\n%s",
-		w.r.ID(), w.task, listMessages(fresh))
+	w.d.Text = fmt.Sprintf("crew: new from the leader (run %s, task %s); act on steers before going on, and acknowledge each message once acted on (crew ack --task %s ID):\n%s",
+		w.r.ID(), w.task, w.task, listMessages(fresh))
 	return nil
 }
 
@@ -264,7 +264,7 @@ func (w *delivery) stop() error {
 	}
 	if !active {
 		if len(unacked) > 0 {
-			fmt.Fprintf(&reason, "crew: steers you have not acknowledged; act on them, then crew ack ID:\n%s", listMessages(unacked))
+			fmt.Fprintf(&reason, "crew: steers you have not acknowledged; act on them, then crew ack --task %s ID:\n%s", w.task, listMessages(unacked))
 		}
 		if t.Status == task.Waiting {
 			fmt.Fprintf(&reason, "crew: your question %s to the leader is still open: wait for the answer with crew await %s (or crew_await), then go on.\n", t.Question, t.Question)

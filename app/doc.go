@@ -12,5 +12,11 @@
 // front of package run, whose operations do the work over a store.
 //
 // Errors wrap the sentinels of package crew (crew.Code maps them to exit
-// codes and classes).
+// codes and classes). Explain adds what the identity can tell of one (the
+// run taken as the newest, the run holding an unknown task); a front end
+// calls it on the error it shows.
+//
+// Every reading a worker does (inbox, outbox, pending, task show, mail
+// read, events) is a sign of its life (SignOfLife, docs/concepts.md,
+// Liveness), recorded here, not in the front ends.
 package app

@@ -43,6 +43,7 @@ func (a *App) Events(ctx context.Context, req Events, warn func(error), fn func(
 			return fmt.Errorf("unknown event type %q; types are %s: %w", t, strings.Join(events.Types, ", "), crew.ErrInvalid)
 		}
 	}
+	a.SignOfLife(r)
 	if req.Since > 0 {
 		st, err := r.TaskState()
 		if err != nil {

@@ -38,6 +38,7 @@ type Mailbox struct {
 	w      store.Waiter // with Follow
 	warn   func(error)
 	passes int
+	alive  func() // a sign of the reader's life, each pass (SignOfLife)
 }
 
 // Inbox opens the worker's inbox: req.Task, else the identity's task
@@ -55,13 +56,21 @@ func (a *App) Inbox(req Read, warn func(error)) (*Mailbox, error) {
 	if err := crew.ValidateID("task", id); err != nil {
 		return nil, err
 	}
-	return a.mailbox(req, id, "inbox", warn)
+	m, err := a.mailbox(req, id, "inbox", warn)
+	if err == nil {
+		m.alive = func() { supervise.Alive(m.r, id, false) }
+	}
+	return m, err
 }
 
 // Outbox opens the leader's outbox: what workers sent (questions,
 // reports) not yet acknowledged. warn is as for Inbox.
 func (a *App) Outbox(req Read, warn func(error)) (*Mailbox, error) {
-	return a.mailbox(req, run.Leader, "outbox", warn)
+	m, err := a.mailbox(req, run.Leader, "outbox", warn)
+	if err == nil {
+		m.alive = func() { a.SignOfLife(m.r) }
+	}
+	return m, err
 }
 
 func (a *App) mailbox(req Read, who, name string, warn func(error)) (*Mailbox, error) {
@@ -76,7 +85,8 @@ func (a *App) mailbox(req Read, who, name string, warn func(error)) (*Mailbox, e
 	return m, nil
 }
 
-// Read makes one pass over the mailbox: it marks the messages it will
+// Read makes one pass over the mailbox, a sign of its worker's life
+// (SignOfLife): it marks the messages it will
 // show delivered (unless Peek), then calls fn with each, oldest first,
 // and returns how many it showed. An error from fn stops it and is
 // returned. A damaged log is crew.ErrDamaged after what could be read; a
@@ -85,6 +95,9 @@ func (a *App) mailbox(req Read, who, name string, warn func(error)) (*Mailbox, e
 // after the last message shown. A first pass that shows nothing after a
 // Since past the log's end warns.
 func (m *Mailbox) Read(ctx context.Context, fn func(*events.Message) error) (int, error) {
+	if m.alive != nil {
+		m.alive()
+	}
 	n := 0
 	err := m.r.EachInbox(ctx, m.who, m.o, func(msg *events.Message) error {
 		n++
@@ -272,4 +285,32 @@ func (a *App) reader(runID, task string) (*run.Run, string, error) {
 	}
 	supervise.Alive(r, task, false)
 	return r, task, nil
+}
+
+// alive is SignOfLife for an operation that reads outside a run (mail):
+// of the identity's task, in the identity's run, else the latest.
+func (a *App) alive() {
+	if a.Identity.Task == "" {
+		return
+	}
+	if r, err := a.Run(""); err == nil {
+		a.SignOfLife(r)
+	}
+}
+
+// SignOfLife records that the identity's worker, when the identity has
+// a task, read run r: every reading command a worker runs (inbox,
+// outbox, pending, task show, mail read, events) is a sign of its life
+// (docs/concepts.md, Liveness), a heartbeat by supervise.Alive, which
+// creates no file. r is the run read: a reading of another run than the
+// identity's says nothing of the worker's task. Front ends whose reading
+// is not yet an app operation call it; the operations of app call it
+// themselves.
+func (a *App) SignOfLife(r *run.Run) {
+	if a.Identity.Task == "" || r == nil || (a.Identity.Run != "" && a.Identity.Run != r.ID()) {
+		return
+	}
+	if crew.ValidateID("task", a.Identity.Task) == nil {
+		supervise.Alive(r, a.Identity.Task, false)
+	}
 }

@@ -196,18 +196,21 @@ func (a *App) Await(ctx context.Context, req Await, show func(*events.Message) e
 	return m, answered(ctx, r, m.Task, m, show)
 }
 
-// answered hands response m to show (if any) and then acknowledges it
-// for task; a default answer (no id) is no message to acknowledge. The
-// acknowledgement is not cut short by ctx's end: the answer has been
-// taken.
+// answered acknowledges response m for task, then hands it to show (if
+// any) with the status it now has (events.StatusAcknowledged), so that
+// what ask --wait and crew_ask return is true when it is read; a default
+// answer (no id) is no message to acknowledge. The acknowledgement is
+// not cut short by ctx's end: the answer has been taken. A failed
+// acknowledgement is returned, and m is not shown.
 func answered(ctx context.Context, r *run.Run, task string, m *events.Message, show func(*events.Message) error) error {
-	if show != nil {
-		if err := show(m); err != nil {
+	if m.ID != "" {
+		if err := r.Acknowledge(context.WithoutCancel(ctx), task, []string{m.ID}, false, ""); err != nil {
 			return err
 		}
+		m.Status = events.StatusAcknowledged
 	}
-	if m.ID == "" {
-		return nil
+	if show != nil {
+		return show(m)
 	}
-	return r.Acknowledge(context.WithoutCancel(ctx), task, []string{m.ID}, false, "")
+	return nil
 }

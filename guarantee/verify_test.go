@@ -451,8 +451,9 @@ func projectionFiles(t testing.TB, dir, runID string) map[string][]byte {
 
 // kept are the hidden files crew keeps on purpose: the spare tasks.json
 // is rewritten into (run.rewriteKeepingInodes), and the locks that
-// creators of runs, of mailboxes and of runs and tasks take in turn.
-var kept = map[string]bool{".tasks.json.spare": true, ".runs.lock": true, ".mail.lock": true, ".agents.lock": true}
+// creators of runs, of mailboxes and of runs and tasks take in turn, and
+// the .gitignore crew init writes.
+var kept = map[string]bool{".tasks.json.spare": true, ".runs.lock": true, ".mail.lock": true, ".agents.lock": true, ".gitignore": true}
 
 // hiddenFiles lists the hidden files (temporary files) under dir's state
 // root, relative to it, but for those kept on purpose.

@@ -6,17 +6,15 @@
 //
 // The package holds no rule of crew's. A tool's input is the request of
 // an operation of package app and its structured output the record the
-// operation returns (messages.go, read.go), so identity (the server's
-// --run, --task, --as and CREW_*), validation, defaults and the records
-// are app's, not a copy of them; the two resources (crew://inbox,
-// crew://pending) read through app too. The tools not yet moved there
-// become the command line of the same command and are carried out by an
-// Exec the caller provides (cmd/crew runs its own command-line
-// application in process). What this package adds is what only MCP has:
-// input schemas, descriptions, lists gathered into one object, errors as
-// tool results (isError) naming the exit-code class, progress
-// notifications while crew_ask waits, and resources whose subscribers
-// hear when they change (Server.Changed).
+// operation returns (tasks.go, runs.go, messages.go, read.go), so
+// identity (the server's --run, --task, --as and CREW_*), validation,
+// defaults and the records are app's, not a copy of them; the two
+// resources (crew://inbox, crew://pending) read through app too. What
+// this package adds is what only MCP has: input schemas, descriptions,
+// lists gathered into one object, errors as tool results (isError)
+// naming the exit-code class, progress notifications while crew_ask
+// waits, and resources whose subscribers hear when they change
+// (Server.Changed).
 //
 // Protocol and SDK: https://modelcontextprotocol.io/specification and
 // github.com/modelcontextprotocol/go-sdk (mcp.AddTool: schemas from the
@@ -24,9 +22,7 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -35,17 +31,11 @@ import (
 	"github.com/crew-dev/crew/app"
 )
 
-// Exec runs one crew command line in process: args are what follows
-// "crew" (the command, its flags, "--" and its arguments), stdin is its
-// standard input (a message body, passed as "-"), and it returns what the
-// command printed on standard output with --json: one JSON object per
-// line. A failing command returns an error whose text names its
-// exit-code class (see Error), with what it printed before failing.
-type Exec func(ctx context.Context, args []string, stdin string) (stdout []byte, err error)
-
-// Error is a failed command: Class is the exit-code class of docs/cli.md
-// (invalid, conflict, not_found, timeout, incomplete, damaged, io), Exit
-// the exit code the command line would return, Message the error's text.
+// Error is a failed tool call: Class is the exit-code class of
+// docs/cli.md (invalid, conflict, not_found, timeout, incomplete,
+// damaged, tampered, io; interrupted for a call the client cancelled),
+// Exit the exit code the command line would return (crew.Code),
+// Message the error's text.
 type Error struct {
 	Class   string
 	Exit    int
@@ -58,10 +48,9 @@ func (e *Error) Error() string {
 
 // Options configure a Server.
 type Options struct {
-	// App carries out the tool calls that are app requests (required).
+	// App carries out every tool call and reads the resources
+	// (required): its Identity is the server's.
 	App *app.App
-	// Exec carries out each other tool call (required).
-	Exec Exec
 	// Version is reported to clients in the initialize result.
 	Version string
 	// Task is the task the server acts for (its --task or CREW_TASK), ""
@@ -93,7 +82,8 @@ func New(o Options) *Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crew", Title: "crew: leader and worker agents through durable mailboxes", Version: o.Version},
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: w.subscribe, UnsubscribeHandler: w.unsubscribe})
 	w.add(s)
-	addTools(s, o)
+	addTaskTools(s, o.App)
+	addRunTools(s, o.App)
 	addMessageTools(s, o.App, o)
 	addReadTools(s, o.App)
 	return &Server{Server: s, watch: w}
@@ -112,72 +102,3 @@ const instructions = `crew coordinates a leader agent and worker agents through 
 A worker (this server started with --task or CREW_TASK) calls crew_task_start, then works; at each safe point (after a step, before a long one) it calls crew_inbox and acts on steers first, acknowledging what it has acted on with crew_ack; when it needs a decision it calls crew_ask with wait=true and follows the answer; it tells the leader things with crew_report and ends with crew_task_complete (or crew_task_fail).
 A leader creates a run and tasks (crew_run_create, crew_task_add), watches crew_pending for waiting tasks and reports, answers with crew_respond, and redirects workers with crew_steer (read at their next safe point), crew_follow_up (after their current step) and crew_nudge (ask a quiet worker for status).
 Errors name their class: invalid, conflict (not allowed in the task's current state), not_found, timeout, incomplete, damaged, io.`
-
-// call is the command line a tool call becomes.
-type call struct {
-	args  []string // after "crew": command path, flags
-	pos   []string // positional arguments, after "--"
-	stdin string   // the body, read from "-"
-}
-
-// flag appends --name value when value is not empty.
-func (c *call) flag(name, value string) {
-	if value != "" {
-		c.args = append(c.args, "--"+name, value)
-	}
-}
-
-// boolFlag appends --name when on.
-func (c *call) boolFlag(name string, on bool) {
-	if on {
-		c.args = append(c.args, "--"+name)
-	}
-}
-
-// body passes b as the body: "-" and standard input, so that any text
-// (one starting with "-" too) arrives byte for byte.
-func (c *call) body(b string) {
-	c.pos = append(c.pos, "-")
-	c.stdin = b
-}
-
-func (c *call) line() []string {
-	args := append([]string{}, c.args...)
-	if len(c.pos) > 0 {
-		args = append(args, "--")
-		args = append(args, c.pos...)
-	}
-	return args
-}
-
-// output gathers what a command printed (JSON lines) into the tool's
-// structured output: the one record itself when list is "", else an
-// object holding the records, in order, as an array under the key list.
-// The records are the command's bytes, unchanged.
-func output(stdout []byte, list string) (json.RawMessage, error) {
-	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
-	if len(lines) == 1 && len(lines[0]) == 0 {
-		lines = nil
-	}
-	for _, l := range lines {
-		if !json.Valid(l) {
-			return nil, fmt.Errorf("command printed a line that is not JSON: %.200q", l)
-		}
-	}
-	if list == "" {
-		if len(lines) == 0 {
-			return json.RawMessage(`{}`), nil
-		}
-		// A command that prints several records (task complete prints only
-		// the task with --json) gives the last: the result.
-		return json.RawMessage(lines[len(lines)-1]), nil
-	}
-	key, _ := json.Marshal(list)
-	var b bytes.Buffer
-	b.WriteString("{")
-	b.Write(key)
-	b.WriteString(":[")
-	b.Write(bytes.Join(lines, []byte(",")))
-	b.WriteString("]}")
-	return b.Bytes(), nil
-}

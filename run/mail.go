@@ -57,10 +57,10 @@ func (root *Root) SendMail(o MailOptions) (mailbox.Mail, error) {
 		}
 	}
 	if strings.TrimSpace(o.Body) == "" && strings.TrimSpace(o.Subject) == "" {
-		return mailbox.Mail{}, fmt.Errorf("empty mail: give a body (or - to read it from standard input) or a --subject: %w", crew.ErrInvalid)
+		return mailbox.Mail{}, &EmptyBodyError{Kind: "mail"}
 	}
 	if len(o.Body) > root.maxBody() {
-		return mailbox.Mail{}, fmt.Errorf("mail body is %d bytes, over the limit of %d bytes (--max-body): %w", len(o.Body), root.maxBody(), crew.ErrInvalid)
+		return mailbox.Mail{}, BodyOverLimit("mail", int64(len(o.Body)), false, root.maxBody())
 	}
 	tree := root.Mail()
 	if d, err := tree.OpenAgent(o.To); err == nil {

@@ -26,9 +26,40 @@ func (r *Run) checkBody(body string) error {
 		return fmt.Errorf("message body is not valid UTF-8; crew stores bodies byte for byte and refuses to alter them: %w", crew.ErrInvalid)
 	}
 	if max := r.root.maxBody(); len(body) > max {
-		return fmt.Errorf("message body is %d bytes, over the limit of %d bytes (--max-body): %w", len(body), max, crew.ErrInvalid)
+		return BodyOverLimit("message", int64(len(body)), false, max)
 	}
 	return nil
+}
+
+// EmptyBodyError is a message of Kind (or, with Kind "mail", a mail
+// without a subject) refused for an empty or blank body: it wraps
+// crew.ErrInvalid. Its words assume no front end; each says how to give
+// a body its own way (the command line: an argument, or - for standard
+// input).
+type EmptyBodyError struct {
+	Kind string // a message kind, or "mail"
+}
+
+func (e *EmptyBodyError) Error() string {
+	if e.Kind == "mail" {
+		return "empty mail: give it a body or a subject: " + crew.ErrInvalid.Error()
+	}
+	return "empty " + e.Kind + ": give it a body (text, not only white space): " + crew.ErrInvalid.Error()
+}
+
+// Unwrap returns crew.ErrInvalid.
+func (e *EmptyBodyError) Unwrap() error { return crew.ErrInvalid }
+
+// BodyOverLimit is the error of a body of size bytes over the body
+// limit max (docs/files.md, Body limit), crew.ErrInvalid; what names the
+// body ("message", "mail"). more says that size is a lower bound ("at
+// least"): the reader stopped counting there.
+func BodyOverLimit(what string, size int64, more bool, max int) error {
+	n := fmt.Sprintf("%d bytes", size)
+	if more {
+		n = "at least " + n
+	}
+	return fmt.Errorf("%s body is %s, over the limit of %d bytes (--max-body): %w", what, n, max, crew.ErrInvalid)
 }
 
 // lineBreaks are the characters that end a line: a title may hold none.
@@ -312,7 +343,7 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 		return nil, err
 	}
 	if strings.TrimSpace(o.Body) == "" {
-		return nil, fmt.Errorf("empty %s: give a body, or - to read it from standard input: %w", o.Kind, crew.ErrInvalid)
+		return nil, &EmptyBodyError{Kind: o.Kind}
 	}
 	var data json.RawMessage
 	if o.Ask != nil {

@@ -181,7 +181,7 @@ func (r *Run) Acknowledge(ctx context.Context, participant string, ids []string,
 			case op == nil:
 				missing = append(missing, id)
 			case op.Task != state.RecipientKey(participant):
-				return nil, fmt.Errorf("message %s is addressed to %s, not %s: %w", id, state.Participant(op.Task), participant, crew.ErrConflict)
+				return nil, notAddressed(id, state.Participant(op.Task), participant, reject)
 			case op.Kind == events.KindQuestion:
 				// An open question is one a task waits on (it closes when the
 				// task leaves waiting). Only respond may close it: ack or
@@ -247,12 +247,28 @@ func (r *Run) notOpen(id, participant string, reject bool) error {
 		if to == "" {
 			return fmt.Errorf("message %s is a broadcast that did not go to %s: %w", id, participant, crew.ErrConflict)
 		}
-		return fmt.Errorf("message %s is addressed to %s, not %s: %w", id, to, participant, crew.ErrConflict)
+		return notAddressed(id, to, participant, reject)
 	}
 	if reject || status != events.StatusAcknowledged {
 		return fmt.Errorf("message %s is already %s: %w", id, status, crew.ErrConflict)
 	}
 	return nil
+}
+
+// notAddressed is the error of participant acknowledging (or, with
+// reject, rejecting) message id addressed to another, to:
+// crew.ErrConflict. When the leader was taken for the reader though the
+// message is a task's (a worker's shell without CREW_TASK), it says how
+// to act as that task's worker.
+func notAddressed(id, to, participant string, reject bool) error {
+	if participant == Leader && to != Leader && to != "" {
+		verb := "ack"
+		if reject {
+			verb = "reject"
+		}
+		return fmt.Errorf("message %s is addressed to %s, not %s; as %s's worker: crew %s --task %s %s (or set CREW_TASK=%s): %w", id, to, participant, to, verb, to, id, to, crew.ErrConflict)
+	}
+	return fmt.Errorf("message %s is addressed to %s, not %s: %w", id, to, participant, crew.ErrConflict)
 }
 
 func uuidCheck(id string) (string, error) {

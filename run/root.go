@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -215,9 +216,26 @@ func (r *Root) Open(id string) (*Run, error) {
 	}
 	l, err := r.Store.Open(context.Background(), id)
 	if err != nil {
-		return nil, err
+		return nil, r.nearRun(id, err)
 	}
 	return r.newRun(l), nil
+}
+
+// nearRun adds to err, when it is run id's crew.ErrNotFound and the root
+// holds a run id most likely meant (crew.NearID: a case variant, a near
+// name), a did-you-mean.
+func (r *Root) nearRun(id string, err error) error {
+	if !errors.Is(err, crew.ErrNotFound) {
+		return err
+	}
+	ids, lerr := r.Store.Runs(context.Background())
+	if lerr != nil {
+		return err
+	}
+	if near := crew.NearID(id, ids); near != "" {
+		return fmt.Errorf("no run %s in %s (did you mean %s?): %w", id, r, near, crew.ErrNotFound)
+	}
+	return err
 }
 
 // OpenForRepair opens run id for Run.Repair: as Open does, except that

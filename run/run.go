@@ -57,6 +57,41 @@ func (r *Run) TaskState() (*state.State, error) {
 	return r.log.State(context.Background(), state.NewTasks())
 }
 
+// ReadWhole reads the run's whole log, from its first event, and returns
+// the tasks it reduces to (as TaskState), with every damaged place met
+// on the way in State.Damage (State.Err wraps crew.ErrDamaged): no
+// snapshot is trusted, so damage anywhere in the log, also bytes changed
+// in place before a snapshot's offset, is found. It costs a read of the
+// whole log: a verdict (supervise.WaitRunWith's) reads it, a listing
+// reads TaskState (docs/guarantees.md, Which commands read the whole
+// log). Errors: ctx's, or the store's when the log cannot be read at all.
+func (r *Run) ReadWhole(ctx context.Context) (*state.State, error) {
+	c, err := r.Events(0)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	st := state.NewTasks()
+	err = c.Scan(func(de *events.DamageError) {
+		st.Damage = append(st.Damage, de.Error())
+	}, func(e *events.Event) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := st.Apply(e); err != nil {
+			st.Damage = append(st.Damage, err.Error())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if st.Seq == 0 {
+		st.Damage = append(st.Damage, r.log.String()+" holds no events, not even run.created")
+	}
+	return st, nil
+}
+
 // stateFor is State with the open messages of one participant only (a
 // task id, or Leader).
 func (r *Run) stateFor(participant string) (*state.State, error) {

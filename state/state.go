@@ -218,25 +218,49 @@ func (s *State) TaskList() []*Task {
 	return ts
 }
 
-// Task returns the task with the given id. An unknown id is
-// crew.ErrNotFound, naming the run (the run a command acts in is often
-// implicit: CREW_RUN, or the latest) and a case variant when the run has
-// one.
+// Task returns the task with the given id. An unknown id is a
+// *NoTaskError (wrapping crew.ErrNotFound), naming the run (the run a
+// command acts in is often implicit: CREW_RUN, or the latest) and the id
+// it most likely meant when the run has one (crew.NearID: a case
+// variant, a near name).
 func (s *State) Task(id string) (*Task, error) {
 	if t := s.Tasks[id]; t != nil {
 		return t, nil
 	}
-	in := "this run"
-	if s.Run != "" {
-		in = "run " + s.Run
+	ids := make([]string, 0, len(s.Tasks))
+	for tid := range s.Tasks {
+		ids = append(ids, tid)
 	}
-	for _, t := range s.Tasks {
-		if crew.SameID(t.ID, id) {
-			return nil, fmt.Errorf("no task %s in %s (did you mean %s?): %w", id, in, t.ID, crew.ErrNotFound)
-		}
-	}
-	return nil, fmt.Errorf("no task %s in %s (crew task list shows the tasks): %w", id, in, crew.ErrNotFound)
+	return nil, &NoTaskError{ID: id, Run: s.Run, Near: crew.NearID(id, ids)}
 }
+
+// NoTaskError is a task id that a run does not hold: ID in run Run
+// ("" when unknown), Near the id it most likely meant ("" for none).
+// Hint, when set, is said after the rest (app says there which run was
+// taken, and which other run holds the task). It wraps crew.ErrNotFound.
+type NoTaskError struct {
+	ID, Run, Near, Hint string
+}
+
+func (e *NoTaskError) Error() string {
+	in := "this run"
+	if e.Run != "" {
+		in = "run " + e.Run
+	}
+	msg := fmt.Sprintf("no task %s in %s", e.ID, in)
+	if e.Near != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", e.Near)
+	} else {
+		msg += " (crew task list shows the tasks)"
+	}
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg + ": " + crew.ErrNotFound.Error()
+}
+
+// Unwrap returns crew.ErrNotFound.
+func (e *NoTaskError) Unwrap() error { return crew.ErrNotFound }
 
 // OpenFor returns the open messages of one participant (a task id, or
 // Leader), ordered by seq.

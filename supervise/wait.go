@@ -40,6 +40,10 @@ type WaitOptions struct {
 	// the wait starts, then each that fails while it waits (again after
 	// a retry), in task order.
 	Failed func(*state.Task)
+	// AllowEmpty makes a run with no tasks a success (nil at once);
+	// without it, such a run is crew.ErrConflict: a CI job whose task
+	// add failed must not pass for one whose tasks all completed.
+	AllowEmpty bool
 }
 
 // poll is how often WaitRunWith looks at processes and clocks that do
@@ -50,11 +54,15 @@ const poll = time.Second
 // WaitRunWith blocks until every task of r is terminal. It returns nil
 // when all completed, an error wrapping crew.ErrIncomplete when any
 // failed or was cancelled (run.Ended), crew.ErrTimeout at ctx's
-// deadline. A run with no tasks has nothing to wait for: nil at once. A
-// damaged log is crew.ErrDamaged at once, as for every reader: what the
-// tasks will do cannot be told from a log that cannot be read whole. A
-// supervised worker found gone (Reap) fails its task, which ends the
-// wait like any failure.
+// deadline. A run with no tasks is crew.ErrConflict at once ("run r1 has
+// no tasks"), or nil with o.AllowEmpty. A damaged log is crew.ErrDamaged
+// at once, as for every reader: what the tasks will do cannot be told
+// from a log that cannot be read whole. Its verdict comes from the log,
+// not from a snapshot: before it returns nil or crew.ErrIncomplete it
+// reads the whole log (run.Run.ReadWhole), so that damage anywhere, also
+// where a snapshot covers it, is crew.ErrDamaged. A supervised worker
+// found gone (Reap) fails its task, which ends the wait like any
+// failure.
 func WaitRunWith(ctx context.Context, r *run.Run, o WaitOptions) error {
 	w := r.Watch()
 	defer w.Close()
@@ -74,11 +82,11 @@ func WaitRunWith(ctx context.Context, r *run.Run, o WaitOptions) error {
 		if err := st.Err(); err != nil {
 			return err
 		}
-		if len(st.Tasks) == 0 {
-			return nil
-		}
-		if ended, err := run.Ended(st); ended {
-			return err
+		if ended, _ := run.Ended(st); ended || len(st.Tasks) == 0 {
+			// The snapshot says the wait is over: the log says how.
+			if err, done := verdict(ctx, r, o); done {
+				return err
+			}
 		}
 		if _, err := r.NudgeQuiet(ctx, st, live, o.NudgeAfter); err != nil {
 			return err
@@ -105,6 +113,29 @@ func tellFailed(st *state.State, told map[string]time.Time, failed func(*state.T
 		told[t.ID] = t.EndedAt.Time
 		failed(t)
 	}
+}
+
+// verdict is the outcome of waiting for run r, read from its whole log
+// (run.Run.ReadWhole) once the snapshot says every task ended: damage, the
+// run having no tasks (unless o.AllowEmpty), or run.Ended's. done is
+// false when the log says some task has not ended after all (a snapshot
+// ahead of what the log holds), and the wait goes on.
+func verdict(ctx context.Context, r *run.Run, o WaitOptions) (err error, done bool) {
+	st, err := r.ReadWhole(ctx)
+	if err != nil {
+		return err, true
+	}
+	if err := st.Err(); err != nil {
+		return fmt.Errorf("run %s: %w", r.ID(), err), true
+	}
+	if len(st.Tasks) == 0 {
+		if o.AllowEmpty {
+			return nil, true
+		}
+		return fmt.Errorf("run %s has no tasks: nothing to wait for (--allow-empty makes that a success): %w", r.ID(), crew.ErrConflict), true
+	}
+	ended, err := run.Ended(st)
+	return err, ended
 }
 
 // ctxErr maps a context error: a deadline is crew.ErrTimeout.

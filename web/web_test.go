@@ -296,6 +296,13 @@ func TestActionsAreTheCommandLinesOperations(t *testing.T) {
 	if !strings.Contains(page, `class="flash bad"`) || !strings.Contains(page, "respond refused") || !strings.Contains(page, "answered") {
 		t.Errorf("a respond to an answered question does not say it was refused and why:\n%s", page)
 	}
+	// A steer without a body: refused in the dashboard's words, not the
+	// command line's.
+	resp = post(t, c, f, "/runs/r1/tasks/t1/steer", f.base, form("body", "  ", "back", "/runs/r1/tasks/t1"))
+	_, page = get(t, c, f.base+resp.Header.Get("Location"))
+	if !strings.Contains(page, "steer refused: empty steer") || strings.Contains(page, "standard input") {
+		t.Errorf("an empty steer is not refused in the dashboard's words:\n%s", page)
+	}
 }
 
 func TestADamagedLogShowsABannerNamingThePlace(t *testing.T) {

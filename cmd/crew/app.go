@@ -161,7 +161,9 @@ func commands() []*cli.Command {
 // stand anywhere (urfave/cli v2 stops parsing flags at the first
 // positional argument), and global flags ahead of the command name. "--"
 // ends flags: everything after it stays positional. --help stays with the
-// command it is given to.
+// command it is given to; given with a word that names no command where
+// one is expected (crew bogus --help), reorder leaves that word in
+// app.Metadata[unknownCommand].
 func reorder(app *cli.App, args []string) []string {
 	var globals, path, flags, positional []string
 	help := false
@@ -202,6 +204,11 @@ func reorder(app *cli.App, args []string) []string {
 	out := append(globals, path...)
 	out = append(out, flags...)
 	if help {
+		if len(positional) > 0 && (cur == nil || len(cur.Subcommands) > 0) {
+			// crew bogus --help: no command to show help on; cli would
+			// show its parent's and exit 0.
+			app.Metadata[unknownCommand] = strings.Join(append(path, positional[0]), " ")
+		}
 		// cli would take the first argument for a subcommand to show help
 		// on; the help asked for is the command's.
 		positional = nil

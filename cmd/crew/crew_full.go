@@ -23,7 +23,7 @@ var storeSchemes = []string{"nats://", "tls://", "ws://", "wss://"}
 func handOverIfNeeded([]string) error { return nil }
 
 // remoteRoot returns the root on the --store server, dialling it once
-// per command line (shareStore: once for crew mcp's server and all of its
+// per command line (dialStore: once for crew mcp's server and all of its
 // tool calls). A --store that names no NATS server, or --dir given with it,
 // is crew.ErrInvalid; a server that cannot be reached is an I/O error
 // naming it and the reason (exit 1).
@@ -38,7 +38,7 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 	if !known {
 		return nil, fmt.Errorf("--store %q: give NATS servers as nats://HOST:PORT[,HOST:PORT...] (or tls://): %w", natsstore.Redact(addr), crew.ErrInvalid)
 	}
-	s, err := dialStore(e.c.Context, func() (io.Closer, error) {
+	s, err := e.dialStore(func() (io.Closer, error) {
 		return natsstore.Dial(e.c.Context, addr, natsstore.Options{
 			Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: e.c.Int("nats-replicas"),
 			KeepLogs: true, // a command line may be crew mcp's server, whose tool calls share the store

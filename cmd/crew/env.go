@@ -5,7 +5,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,35 @@ type env struct {
 }
 
 func newEnv(c *cli.Context) *env {
-	return &env{c: c, stdout: c.App.Writer, stderr: c.App.ErrWriter, json: c.Bool("json")}
+	e := &env{c: c, stdout: c.App.Writer, stderr: c.App.ErrWriter, json: c.Bool("json")}
+	if c.App.Metadata != nil {
+		c.App.Metadata[commandEnv] = e
+	}
+	return e
+}
+
+// commandEnv is the App.Metadata key of the env of the command that ran,
+// whose identity explains its error (explain).
+const commandEnv = "env"
+
+// explain adds to err what the command line can tell of it: how to give
+// a body it lacked (run.EmptyBodyError), in the command line's terms,
+// and what the identity of the command that ran can tell
+// (app.App.Explain: the run taken as the newest, the run that holds an
+// unknown task).
+func explain(a *cli.App, err error) error {
+	var eb *run.EmptyBodyError
+	if errors.As(err, &eb) {
+		// How to give a body, in the command line's terms.
+		if eb.Kind == "mail" {
+			return fmt.Errorf("empty mail: give a body (or - to read it from standard input) or a --subject: %w", crew.ErrInvalid)
+		}
+		return fmt.Errorf("empty %s: give a body, or - to read it from standard input: %w", eb.Kind, crew.ErrInvalid)
+	}
+	if e, ok := a.Metadata[commandEnv].(*env); ok && err != nil {
+		return e.app().Explain(err)
+	}
+	return err
 }
 
 // app returns the application layer for this command: the state root
@@ -39,6 +66,13 @@ func newEnv(c *cli.Context) *env {
 // CREW_TASK, CREW_AGENT).
 func (e *env) app() *app.App {
 	return app.New(e.root, app.Identity{Run: e.c.String("run"), Task: e.c.String("task"), As: e.c.String("as")})
+}
+
+// workerApp is app for a command that takes no identity flags but is a
+// worker's sign of life (mail read, app.App.MailRead): its identity is
+// the worker's environment, CREW_RUN and CREW_TASK.
+func (e *env) workerApp() *app.App {
+	return app.New(e.root, app.Identity{Run: os.Getenv("CREW_RUN"), Task: os.Getenv("CREW_TASK"), As: e.c.String("as")})
 }
 
 func (e *env) perm() crew.Perm {
@@ -68,7 +102,7 @@ func (e *env) root() (*run.Root, error) {
 	// Found once per command line, like a store dialled (dialStore:
 	// crew mcp's tool calls share it), and closed when it ends, which
 	// waits for the snapshots its runs still write (run.Root.Close).
-	found, err := dialStore(e.c.Context, func() (io.Closer, error) {
+	found, err := e.dialStore(func() (io.Closer, error) {
 		dir := e.c.String("dir")
 		if dir == "" {
 			wd, err := os.Getwd()
@@ -90,48 +124,7 @@ func (e *env) root() (*run.Root, error) {
 }
 
 // run opens the run named by --run / CREW_RUN, or the latest run.
-func (e *env) run() (*run.Run, error) {
-	return e.runBy("", false)
-}
-
-// runBy opens run id, else the run named by --run / CREW_RUN, else the
-// latest. forRepair opens it for crew repair (run.Root.OpenForRepair),
-// the latest too when it is one that cannot be opened otherwise.
-func (e *env) runBy(id string, forRepair bool) (*run.Run, error) {
-	root, err := e.root()
-	if err != nil {
-		return nil, err
-	}
-	open := root.Open
-	if forRepair {
-		open = root.OpenForRepair
-	}
-	if id == "" {
-		id = e.c.String("run")
-	}
-	if id != "" {
-		return open(id)
-	}
-	r, err := root.Latest()
-	if bad := (*run.BadRun)(nil); forRepair && errors.As(err, &bad) {
-		return open(bad.ID)
-	}
-	return r, err
-}
-
-// runArg opens the run named by the first argument, else --run / latest.
-func (e *env) runArg() (*run.Run, error) { return e.runArgFor(false) }
-
-// repairArg is runArg for crew repair: it opens a run whose manifest is
-// damaged too (runBy, forRepair).
-func (e *env) repairArg() (*run.Run, error) { return e.runArgFor(true) }
-
-func (e *env) runArgFor(forRepair bool) (*run.Run, error) {
-	if e.c.Args().Len() > 1 {
-		return nil, fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
-	}
-	return e.runBy(e.c.Args().First(), forRepair)
-}
+func (e *env) run() (*run.Run, error) { return e.app().Run("") }
 
 // task returns the task named by --task / CREW_TASK; none is
 // crew.ErrInvalid.
@@ -149,31 +142,6 @@ func (e *env) actor(def string) (string, error) {
 		return a, crew.ValidateID("agent", a)
 	}
 	return def, nil
-}
-
-// defaultAgent is the agent a task's worker acts as: the task's agent.
-func (e *env) defaultAgent(r *run.Run, id string) string {
-	st, err := r.TaskState()
-	if err == nil {
-		if t := st.Tasks[id]; t != nil {
-			return t.Agent
-		}
-	}
-	return id
-}
-
-// leaderRun opens the run (as run does) and returns the agent acting as
-// its leader: --as / CREW_AGENT, else the run's leader.
-func (e *env) leaderRun() (*run.Run, string, error) {
-	r, err := e.run()
-	if err != nil {
-		return nil, "", err
-	}
-	actor, err := e.actor(r.Manifest.Leader)
-	if err != nil {
-		return nil, "", err
-	}
-	return r, actor, nil
 }
 
 // body returns the message body from the argument at index i: "-" reads
@@ -206,9 +174,26 @@ func (e *env) optionalBody(i int, def string) (string, error) {
 	if b != "-" {
 		return b, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(e.c.Int("max-body"))+1))
+	max := e.c.Int("max-body")
+	data, err := io.ReadAll(io.LimitReader(e.c.App.Reader, int64(max)+1))
 	if err != nil {
 		return "", fmt.Errorf("read body from standard input: %w", err)
+	}
+	if len(data) > max {
+		// Over the limit: count the rest, so that the error states the
+		// body's real size, up to a bound (standard input may not end).
+		bound := 16 * int64(max)
+		rest, err := io.Copy(io.Discard, io.LimitReader(e.c.App.Reader, bound))
+		if err != nil {
+			return "", fmt.Errorf("read body from standard input: %w", err)
+		}
+		what := "message"
+		for _, c := range e.c.Lineage() {
+			if c.Command != nil && c.Command.Name == "mail" {
+				what = "mail"
+			}
+		}
+		return "", run.BodyOverLimit(what, int64(len(data))+rest, rest == bound, max)
 	}
 	return string(data), nil
 }
@@ -225,21 +210,6 @@ func (e *env) since() (int64, error) {
 		return 0, fmt.Errorf("invalid --since %q: a seq is a decimal whole number, 0 or more (crew events shows the seqs): %w", s, crew.ErrInvalid)
 	}
 	return n, nil
-}
-
-// withTimeout derives a context from --timeout, if given.
-func withTimeout(c *cli.Context) (context.Context, context.CancelFunc, error) {
-	t := c.String("timeout")
-	if t == "" {
-		ctx, cancel := context.WithCancel(c.Context)
-		return ctx, cancel, nil
-	}
-	d, err := duration(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, d)
-	return ctx, cancel, nil
 }
 
 // duration parses a --timeout / --older-than style value (app.ParseDuration).

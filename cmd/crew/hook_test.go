@@ -145,7 +145,12 @@ func TestHookClaudePostToolUse(t *testing.T) {
 	if strings.Contains(ctx, follow) {
 		t.Fatalf("a follow-up was delivered at a tool boundary:\n%s", ctx)
 	}
-	for _, id := range []string{urgent, normal, nudge} {
+	// The command the context names works in a shell without CREW_TASK.
+	if !strings.Contains(ctx, "crew ack --task t1 ID") {
+		t.Errorf("PostToolUse context, want it to name crew ack --task t1 ID:\n%s", ctx)
+	}
+	f.crew("", "ack", "--task", "t1", nudge)
+	for _, id := range []string{urgent, normal} {
 		if s := f.status(id); s != "delivered" {
 			t.Errorf("%s is %s, want delivered", id, s)
 		}

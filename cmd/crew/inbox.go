@@ -6,7 +6,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -157,7 +156,7 @@ func questionText(m *events.Message) string {
 		return fmt.Sprintf("%s was answered by default: %s\n    question %s: %s\n    (crew ack %s dismisses it)",
 			m.Task, indent(*a.Default, "    "), m.ID, indent(m.Body, "    "), m.ID)
 	}
-	text := fmt.Sprintf("%s waits since %s: %s\n    question %s", m.Task, m.SentAt, indent(m.Body, "    "), m.ID)
+	text := fmt.Sprintf("%s waits for %s: %s\n    question %s", m.Task, time.Since(m.SentAt.Time).Truncate(time.Second), indent(m.Body, "    "), m.ID)
 	if a != nil {
 		text += deadlineText(a)
 	}
@@ -176,16 +175,4 @@ func deadlineText(a *state.Ask) string {
 		return "\n    " + when + ", then it times out unanswered"
 	}
 	return "\n    " + when + ", then the default answer: " + indent(*a.Default, "    ")
-}
-
-// questions returns the questions among p's messages, oldest first.
-func questions(p *run.Pending) []events.Message {
-	var qs []events.Message
-	for _, m := range p.Messages {
-		if m.Kind == events.KindQuestion {
-			qs = append(qs, m)
-		}
-	}
-	sort.Slice(qs, func(i, j int) bool { return qs[i].Seq < qs[j].Seq })
-	return qs
 }

@@ -9,9 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/human"
-	"github.com/crew-dev/crew/mailbox"
-	"github.com/crew-dev/crew/run"
 )
 
 func mailCommand() *cli.Command {
@@ -50,21 +49,11 @@ func mailSend(c *cli.Context) error {
 		// a usage error (exit 2) like every other.
 		return fmt.Errorf("mail send needs --to AGENT: %w", crew.ErrInvalid)
 	}
-	root, err := e.root()
-	if err != nil {
-		return err
-	}
 	body, err := e.optionalBody(0, "")
 	if err != nil {
 		return err
 	}
-	from := c.String("from")
-	if from == "" {
-		if from, err = e.actor("leader"); err != nil {
-			return err
-		}
-	}
-	m, err := root.SendMail(run.MailOptions{To: c.String("to"), From: from, Type: c.String("type"), Subject: c.String("subject"),
+	m, err := e.app().MailSend(c.Context, app.MailSend{To: c.String("to"), From: c.String("from"), Type: c.String("type"), Subject: c.String("subject"),
 		Body: body, Priority: c.String("priority"), CreateRecipient: c.Bool("create-recipient")})
 	if err != nil {
 		return err
@@ -88,46 +77,16 @@ func mailCheckCommand() *cli.Command {
 
 func mailCheck(c *cli.Context) error {
 	e := newEnv(c)
-	tree, agents, err := e.agents()
-	if err != nil {
-		return err
-	}
-	var bad []error
-	n := 0
-	for _, a := range agents {
-		entries, errs, err := tree.List(a, c.Bool("archived"))
-		if err != nil {
-			return err
-		}
-		bad = append(bad, errs...)
-		for _, en := range entries {
-			if c.Bool("unread") && en.Mail.Read {
-				continue
-			}
-			n++
-			if err := e.emit(en.Mail, mailText(en, false)); err != nil {
-				return err
-			}
+	entries, err := e.app().MailCheck(c.Context, app.MailCheck{Agent: c.Args().First(), Unread: c.Bool("unread"), Archived: c.Bool("archived")})
+	for _, en := range entries {
+		if perr := e.emit(en.Mail, mailText(en, false)); perr != nil {
+			return perr
 		}
 	}
-	if n == 0 && !e.json && len(bad) == 0 {
+	if err == nil && len(entries) == 0 && !e.json {
 		fmt.Fprintln(e.stderr, "crew: no messages")
 	}
-	return e.unreadable(bad, "listed")
-}
-
-// unreadable reports the mail files of bad that could not be read, one
-// warning each, and returns crew.ErrDamaged (exit 7; crew.ErrTampered,
-// exit 8, if one of them is a symbolic link or no regular file) saying
-// that the rest were done (listed, read); nil when bad is empty.
-func (e *env) unreadable(bad []error, done string) error {
-	for _, b := range bad {
-		e.warn(b)
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s could not be read; the rest are %s: %w", human.Count(len(bad), "mail file"), done, worstClass(bad))
+	return e.unreadable(err)
 }
 
 func mailReadCommand() *cli.Command {
@@ -145,40 +104,21 @@ func mailReadCommand() *cli.Command {
 
 func mailRead(c *cli.Context) error {
 	e := newEnv(c)
-	agent, ids := c.Args().First(), c.Args().Tail()
-	if agent == "" {
-		return fmt.Errorf("mail read takes an agent, then message ids (none: every unread message): %w", crew.ErrInvalid)
-	}
-	if c.Bool("all") && len(ids) > 0 {
-		return fmt.Errorf("mail read takes message ids or --all, not both: %w", crew.ErrInvalid)
-	}
-	root, err := e.root()
-	if err != nil {
-		return err
-	}
-	var bad []error
-	if len(ids) == 0 {
-		if ids, bad, err = root.MailIDs(agent, c.Bool("all")); err != nil {
-			return err
+	req := app.MailRead{Agent: c.Args().First(), IDs: c.Args().Tail(), All: c.Bool("all")}
+	entries, err := e.workerApp().MailRead(c.Context, req)
+	if len(req.IDs) == 0 && len(entries) == 0 && err == nil && !e.json {
+		what, hint := "unread messages", fmt.Sprintf(" (crew mail read %s --all reads them all)", req.Agent)
+		if req.All {
+			what, hint = "messages", ""
 		}
-		if len(ids) == 0 && len(bad) == 0 && !e.json {
-			what, hint := "unread messages", fmt.Sprintf(" (crew mail read %s --all reads them all)", agent)
-			if c.Bool("all") {
-				what, hint = "messages", ""
-			}
-			fmt.Fprintf(e.stderr, "crew: no %s for %s%s\n", what, agent, hint)
-		}
+		fmt.Fprintf(e.stderr, "crew: no %s for %s%s\n", what, req.Agent, hint)
 	}
-	entries, err := root.ReadMail(c.Context, agent, ids)
 	for _, en := range entries {
 		if perr := e.emit(en.Mail, mailText(en, true)); perr != nil {
 			return perr
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return e.unreadable(bad, "read")
+	return e.unreadable(err)
 }
 
 func mailArchiveCommand() *cli.Command {
@@ -197,62 +137,24 @@ func mailArchiveCommand() *cli.Command {
 
 func mailArchive(c *cli.Context) error {
 	e := newEnv(c)
-	d, err := duration(c.String("older-than"))
+	moved, err := e.app().MailArchive(c.Context, app.MailArchive{Agent: c.Args().First(), OlderThan: c.String("older-than"), IncludeUnread: c.Bool("include-unread")})
+	for _, m := range moved {
+		if perr := e.emit(m, ""); perr != nil {
+			return perr
+		}
+	}
 	if err != nil {
 		return err
-	}
-	tree, agents, err := e.agents()
-	if err != nil {
-		return err
-	}
-	total := 0
-	for _, a := range agents {
-		moved, err := tree.Archive(a, d, c.Bool("include-unread"), time.Now())
-		if err != nil {
-			return err
-		}
-		for _, name := range moved {
-			if err := e.emit(map[string]string{"agent": a, "archived": name}, ""); err != nil {
-				return err
-			}
-		}
-		total += len(moved)
 	}
 	if !e.json {
-		fmt.Fprintf(e.stdout, "archived %s\n", human.Count(total, "message"))
+		fmt.Fprintf(e.stdout, "archived %s\n", human.Count(len(moved), "message"))
 	}
 	return nil
 }
 
-// agents returns the mail tree and the agent named by the first argument
-// (or --as), or all agents with a mailbox.
-func (e *env) agents() (mailbox.Store, []string, error) {
-	root, err := e.root()
-	if err != nil {
-		return nil, nil, err
-	}
-	tree := root.Mail()
-	if a := e.c.Args().First(); a != "" {
-		if err := crew.ValidateID("agent", a); err != nil {
-			return nil, nil, err
-		}
-		d, err := tree.OpenAgent(a) // missing (exit 4), or refused: a link, not a directory
-		if err != nil {
-			return nil, nil, err
-		}
-		d.Close()
-		return tree, []string{a}, nil
-	}
-	if a := e.c.String("as"); a != "" {
-		return tree, []string{a}, crew.ValidateID("agent", a)
-	}
-	agents, err := tree.Agents()
-	return tree, agents, err
-}
-
 // mailText is the human form of a mail file: a header line, and with body
 // the whole body.
-func mailText(en mailbox.Entry, body bool) string {
+func mailText(en app.MailEntry, body bool) string {
 	flag := "new "
 	if en.Mail.Read {
 		flag = "read"

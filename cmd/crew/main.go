@@ -65,21 +65,34 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // and returns its error: what Main reports, and what crew mcp turns into
 // a tool result.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	ctx, release := shareStore(ctx)
-	defer release()
 	app := newApp(stdin, stdout, stderr)
+	sc := &storeConn{}
+	app.Metadata[storeKey] = sc
+	defer sc.close()
 	app.Metadata[commandLine] = args[1:]
 	rest := args[1:]
 	if len(rest) == 0 || rest[len(rest)-1] != completeFlag {
 		// Not for a completion request, which cli recognises by its last
 		// word: the words typed so far stay in their order.
 		rest = reorder(app, rest)
+		if name, ok := app.Metadata[unknownCommand].(string); ok {
+			return unknown(name)
+		}
 	}
-	err := app.RunContext(ctx, append(args[:1:1], rest...))
+	err := explain(app, app.RunContext(ctx, append(args[:1:1], rest...)))
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
-		err = fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
+		err = unknown(name)
 	}
 	return err
+}
+
+// unknown is the error of a command line naming no command of crew's
+// (exit 2), name the words that name none ("bogus", "task bogus").
+func unknown(name string) error {
+	if i := strings.LastIndex(name, " "); i >= 0 {
+		return fmt.Errorf("unknown command %q; crew %s --help lists its commands: %w", name, name[:i], crew.ErrInvalid)
+	}
+	return fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
 }
 
 // Exit codes (docs/cli.md, Exit codes): crew's, by their sentinels.

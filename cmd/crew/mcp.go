@@ -1,7 +1,7 @@
 // crew mcp: crew's operations as MCP tools over standard input and
-// output (package mcpserver), each tool call carried out by this
-// command line, in process. The command is in both builds; it is served
-// by the full one (mcp_serve.go).
+// output (package mcpserver), each tool call an operation of the
+// command line's App (package app). The command is in both builds; it is
+// served by the full one (mcp_serve.go).
 
 package main
 

@@ -6,13 +6,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/crew-dev/crew"
@@ -22,25 +19,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// mcpIdentity is the environment each identity flag of crew mcp stands
-// for: given to the server, it is set for every tool call's command, as
-// if the agent's shell had it.
-var mcpIdentity = []struct{ flag, env string }{{"run", "CREW_RUN"}, {"task", "CREW_TASK"}, {"as", "CREW_AGENT"}}
-
 func serveMCP(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return fmt.Errorf("mcp takes no arguments (identity comes from --run, --task, --as or CREW_*): %q: %w", c.Args().Slice(), crew.ErrInvalid)
 	}
-	for _, id := range mcpIdentity {
-		v := c.String(id.flag)
-		if v == "" {
-			continue
-		}
-		if err := crew.ValidateID(map[string]string{"run": "run", "task": "task", "as": "agent"}[id.flag], v); err != nil {
-			return err
-		}
-		if err := os.Setenv(id.env, v); err != nil {
-			return err
+	// The identity is checked once, at start: every tool call acts with it.
+	for _, id := range []struct{ flag, kind string }{{"run", "run"}, {"task", "task"}, {"as", "agent"}} {
+		if v := c.String(id.flag); v != "" {
+			if err := crew.ValidateID(id.kind, v); err != nil {
+				return err
+			}
 		}
 	}
 	var every time.Duration // mcpserver's default
@@ -50,57 +38,19 @@ func serveMCP(c *cli.Context) error {
 			return err
 		}
 	}
-	globals := globalArgs(c)
-	exec := func(ctx context.Context, args []string, stdin string) ([]byte, error) {
-		var stdout, stderr bytes.Buffer
-		line := append(append([]string{"crew", "--json"}, globals...), args...)
-		// The server's store connection (shareStore), not one per call.
-		err := execute(withStoreConn(ctx, c.Context), line, strings.NewReader(stdin), &stdout, &stderr)
-		if err == nil {
-			return stdout.Bytes(), nil
-		}
-		code, class := exitCode(err)
-		msg := message(err)
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			class, msg = "interrupted", "the call was cancelled; "+msg
-		}
-		if warn := strings.TrimSpace(stderr.String()); warn != "" {
-			msg += "\n" + warn
-		}
-		return stdout.Bytes(), &mcpserver.Error{Class: class, Exit: code, Message: msg}
-	}
-	s := mcpserver.New(mcpserver.Options{App: newEnv(c).app(), Exec: exec, Version: version, Task: c.String("task"), ProgressEvery: every})
+	// One App for the server's life: its tool calls share the root found
+	// (or the store dialled) once for this command line, and the Log each
+	// run keeps.
+	e := newEnv(c)
+	s := mcpserver.New(mcpserver.Options{App: e.app(), Version: version, Task: c.String("task"), ProgressEvery: every})
 	ctx, stop := context.WithCancel(c.Context)
 	defer stop()
-	go notifyChanges(ctx, newEnv(c), s)
+	go notifyChanges(ctx, e, s)
 	err := s.Run(ctx, &mcp.StdioTransport{})
 	if err == nil || errors.Is(err, io.EOF) || c.Context.Err() != nil {
 		return nil // the client closed standard input, or crew was told to stop
 	}
 	return err
-}
-
-// globalArgs returns the global flags crew mcp was given (the state root,
-// the store, file modes, the body limit), as flags for each tool call's
-// command line; those with a CREW_* variable reach it through the
-// environment too.
-func globalArgs(c *cli.Context) []string {
-	var out []string
-	for _, f := range globalFlags {
-		name := f.Names()[0]
-		if name == "json" || !c.IsSet(name) {
-			continue
-		}
-		switch f.(type) {
-		case *cli.BoolFlag:
-			if c.Bool(name) {
-				out = append(out, "--"+name)
-			}
-		default:
-			out = append(out, fmt.Sprintf("--%s=%v", name, c.Value(name)))
-		}
-	}
-	return out
 }
 
 // notifyChanges tells s each time the run's log grows (the watch the

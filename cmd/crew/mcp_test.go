@@ -219,7 +219,7 @@ func testMCPWorkerAsks(t *testing.T, f *mcpFixture) {
 		t.Fatalf("crew_ask: %v", res)
 	}
 	m, _ := res.StructuredContent.(map[string]any)
-	if m["kind"] != events.KindResponse || m["body"] != "Fix Reverse: runes, not bytes." || m["replyTo"] != q.ID {
+	if m["kind"] != events.KindResponse || m["body"] != "Fix Reverse: runes, not bytes." || m["replyTo"] != q.ID || m["status"] != events.StatusAcknowledged {
 		t.Fatalf("crew_ask returned %v, want the response to %s", m, q.ID)
 	}
 	// As crew ask --wait: the response is acknowledged, the task runs.

@@ -6,17 +6,15 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/supervise"
 )
 
 // emit prints one record: as a JSON line with --json, else as human text.
@@ -64,23 +62,16 @@ func shorten(s string, n int) string {
 }
 
 // printTasks prints the table of tasks of run show and task list, with
-// what each task that has not ended is doing (live, when not nil).
-func printTasks(e *env, ts []*state.Task, live map[string]*run.Liveness) {
+// what each task that has not ended is doing.
+func printTasks(e *env, recs []app.TaskRecord) {
 	fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %-10s %s\n", "TASK", "STATUS", "AGENT", "LIVENESS", "TITLE")
-	for _, t := range ts {
+	for _, t := range recs {
 		l := "-"
-		if lv := live[t.ID]; lv != nil {
-			l = lv.State
+		if t.Liveness != nil {
+			l = t.Liveness.State
 		}
 		fmt.Fprintf(e.stdout, "%-20s %-10s %-16s %-10s %s\n", t.ID, t.Status, t.Agent, l, human.Line(t.Title))
 	}
-}
-
-// taskRecord is a task as task list and task show print it with --json:
-// the task, and what it is doing when it has not ended.
-type taskRecord struct {
-	*state.Task
-	Liveness *run.Liveness `json:"liveness,omitempty"`
 }
 
 // livenessText says what a task is doing, for people: "working",
@@ -101,24 +92,6 @@ func livenessText(l *run.Liveness) string {
 // quietAfterFlag is the --quiet-after of the commands that say what tasks
 // are doing.
 var quietAfterFlag = &cli.StringFlag{Name: "quiet-after", Usage: "a running task with no sign of life for `DURATION` is quiet", Value: "5m"}
-
-// tasksAlive reads the run's tasks with what each is doing (supervise.TasksAlive),
-// by --quiet-after.
-func (e *env) tasksAlive(r *run.Run) (*state.State, map[string]*run.Liveness, error) {
-	d, err := e.quietAfter()
-	if err != nil {
-		return nil, nil, err
-	}
-	return supervise.TasksAlive(e.c.Context, r, d)
-}
-
-// quietAfter returns --quiet-after (run.DefaultQuietAfter when the command has none).
-func (e *env) quietAfter() (time.Duration, error) {
-	if !slices.Contains(e.c.FlagNames(), "quiet-after") {
-		return run.DefaultQuietAfter, nil
-	}
-	return duration(e.c.String("quiet-after"))
-}
 
 // warn prints err on stderr, as crew prints an error, for a command that
 // goes on.

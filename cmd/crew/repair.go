@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/store"
 	"github.com/urfave/cli/v2"
@@ -25,11 +26,11 @@ func repairCommand() *cli.Command {
 
 func repair(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.repairArg()
+	id, err := e.runArg()
 	if err != nil {
 		return err
 	}
-	rep, err := r.Repair(c.Context)
+	rep, err := e.app().Repair(c.Context, app.RunRef{Run: id})
 	if err != nil {
 		return err
 	}

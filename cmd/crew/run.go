@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,13 +14,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	reports "github.com/crew-dev/crew/report"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/supervise"
-	"github.com/crew-dev/crew/task"
 )
 
 func runCommand() *cli.Command {
@@ -33,21 +31,6 @@ func runCommand() *cli.Command {
 			runCreateCommand(), runListCommand(), runShowCommand(), runWaitCommand(), runReportCommand(),
 		},
 	}
-}
-
-// runRecord is a run as run list, show and wait print it with --json.
-type runRecord struct {
-	state.Manifest
-	TaskCount int           `json:"taskCount"`
-	Summary   string        `json:"summary"`
-	Seq       int64         `json:"seq,omitempty"`
-	Tasks     []*state.Task `json:"tasks,omitempty"` // as run report's "tasks"
-}
-
-// fullRecord is the record of a run with its tasks and last seq (run
-// list's leaves them out).
-func fullRecord(m state.Manifest, st *state.State) runRecord {
-	return runRecord{Manifest: m, TaskCount: len(st.Tasks), Summary: summary(st), Tasks: st.TaskList(), Seq: st.Seq}
 }
 
 func runCreateCommand() *cli.Command {
@@ -69,22 +52,11 @@ func runCreate(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return fmt.Errorf("run create takes no arguments (use --id): %w", crew.ErrInvalid)
 	}
-	if c.IsSet("id") {
-		// An empty --id is a mistake (an unset variable), not a
-		// request for a generated id.
-		if err := crew.ValidateID("run", c.String("id")); err != nil {
-			return err
-		}
-	}
-	root, err := e.root()
+	m, err := e.app().RunCreate(c.Context, app.RunCreate{ID: c.String("id"), IDSet: c.IsSet("id"), Title: c.String("title"), Leader: c.String("leader")})
 	if err != nil {
 		return err
 	}
-	r, err := root.Create(run.CreateOptions{ID: c.String("id"), Title: c.String("title"), Leader: c.String("leader")})
-	if err != nil {
-		return err
-	}
-	return e.emit(r.Manifest, r.ID())
+	return e.emit(m, m.ID)
 }
 
 func runListCommand() *cli.Command {
@@ -98,94 +70,36 @@ func runListCommand() *cli.Command {
 
 func runList(c *cli.Context) error {
 	e := newEnv(c)
-	root, err := e.root()
-	if err != nil {
-		return err
+	runs, err := e.app().RunList(c.Context, app.RunList{})
+	if !e.json && err == nil && len(runs) == 0 {
+		fmt.Fprintln(e.stderr, "crew: no runs yet; create one with crew run create")
 	}
-	runs, bad, err := root.List()
-	if err != nil {
-		return err
+	if !e.json && len(runs) > 0 {
+		fmt.Fprintf(e.stdout, "%-28s %-40s %s\n", "RUN", "TITLE", "STATUS")
 	}
-	// Runs that cannot be opened are listed too, saying why, in order of
-	// creation where their logs still tell it, else last (docs/cli.md).
-	var all []*run.BadRun // the runs, good ones with no Err
-	manifests := map[string]state.Manifest{}
-	for _, m := range runs {
-		manifests[m.ID] = m
-		all = append(all, &run.BadRun{ID: m.ID, CreatedAt: m.CreatedAt})
-	}
-	for _, b := range bad {
-		all = append(all, b.(*run.BadRun))
-	}
-	slices.SortStableFunc(all, func(a, b *run.BadRun) int {
-		switch {
-		case a.CreatedAt.IsZero() && !b.CreatedAt.IsZero():
-			return 1 // age unknown: last
-		case !a.CreatedAt.IsZero() && b.CreatedAt.IsZero():
-			return -1
+	for _, l := range runs {
+		var text string
+		if l.Run != nil {
+			text = fmt.Sprintf("%-28s %-40s %s", l.Run.ID, human.Line(l.Run.Title), l.Run.Summary)
+		} else {
+			text = fmt.Sprintf("%-28s %-40s cannot be opened: %s", l.Bad.ID, "", human.Line(l.Bad.Damaged))
 		}
-		return a.CreatedAt.Compare(b.CreatedAt.Time)
-	})
-	var failed []error
-	for _, br := range all {
-		if br.Err == nil {
-			st, err := runState(root, br.ID)
-			if err == nil {
-				if err := emitRun(e, manifests[br.ID], st); err != nil {
-					return err
-				}
-				if err := st.Err(); err != nil {
-					failed = append(failed, fmt.Errorf("run %s: %w", br.ID, err))
-				}
-				continue
-			}
-			br.Err = err
+		if perr := e.emit(l.Record(), text); perr != nil {
+			return perr
 		}
-		msg := message(br.Err)
-		rec := map[string]any{"id": br.ID, "damaged": msg}
-		if !br.CreatedAt.IsZero() {
-			rec["createdAt"] = br.CreatedAt
-		}
-		if err := e.emit(rec, fmt.Sprintf("%-28s %-40s cannot be opened: %s", br.ID, "", human.Line(msg))); err != nil {
-			return err
-		}
-		failed = append(failed, br)
 	}
-	for _, b := range failed {
-		e.warn(b)
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%s could not be read: %w", human.Count(len(failed), "run"), worstClass(failed))
-	}
-	return nil
+	return e.unreadable(err)
 }
 
-// emitRun prints the line of crew run list of run m, whose state is st.
-func emitRun(e *env, m state.Manifest, st *state.State) error {
-	sum := summary(st)
-	return e.emit(runRecord{Manifest: m, TaskCount: len(st.Tasks), Summary: sum},
-		fmt.Sprintf("%-28s %-40s %s", m.ID, human.Line(m.Title), sum))
-}
-
-// runState opens run id and reads its tasks.
-func runState(root *run.Root, id string) (*state.State, error) {
-	r, err := root.Open(id)
-	if err != nil {
-		return nil, err
-	}
-	return r.TaskState()
-}
-
-// worstClass is the sentinel a listing that met errs ends with:
-// crew.ErrTampered if any of them was a tampered state root, else
-// crew.ErrDamaged.
-func worstClass(errs []error) error {
-	for _, err := range errs {
-		if errors.Is(err, crew.ErrTampered) {
-			return crew.ErrTampered
+// unreadable warns of each thing an *app.Unreadable err could not read
+// (a run, a mail file), and returns err.
+func (e *env) unreadable(err error) error {
+	if u := (*app.Unreadable)(nil); errors.As(err, &u) {
+		for _, b := range u.Errs {
+			e.warn(b)
 		}
 	}
-	return crew.ErrDamaged
+	return err
 }
 
 func runShowCommand() *cli.Command {
@@ -201,36 +115,36 @@ func runShowCommand() *cli.Command {
 
 func runShow(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.runArg()
+	id, err := e.runArg()
 	if err != nil {
 		return err
 	}
-	st, live, err := e.tasksAlive(r)
-	if err != nil {
+	rec, err := e.app().RunShow(c.Context, app.RunShow{Run: id, QuietAfter: c.String("quiet-after")})
+	if rec == nil {
 		return err
 	}
-	m := r.Manifest
 	if e.json {
-		if err := e.emit(fullRecord(m, st), ""); err != nil {
-			return err
+		if perr := e.emit(rec, ""); perr != nil {
+			return perr
 		}
-		return st.Err()
+		return err
 	}
 	fmt.Fprintf(e.stdout, "run      %s\ntitle    %s\nleader   %s\ncreated  %s\ndir      %s\nevents   %d\nstatus   %s\n\n",
-		m.ID, human.Line(m.Title), m.Leader, m.CreatedAt, human.Escape(m.Dir), st.Seq, summary(st))
-	printTasks(e, st.TaskList(), live)
-	return st.Err()
+		rec.ID, human.Line(rec.Title), rec.Leader, rec.CreatedAt, human.Escape(rec.Dir), rec.Seq, rec.Summary)
+	printTasks(e, rec.TaskRecords())
+	return err
 }
 
 func runWaitCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "wait",
-		Usage: "block until every task has ended: exit 0 if all completed (or the run has no task), 6 if any failed or was cancelled, 5 on timeout, 7 on a damaged log",
+		Usage: "block until every task has ended: exit 0 if all completed, 6 if any failed or was cancelled, 5 on timeout, 7 on a damaged log (the whole log is read before the verdict), 3 if the run has no tasks (unless --allow-empty)",
 		UsageText: "crew run wait r1 --timeout 30m\n" +
 			"crew run wait && echo all done",
 		ArgsUsage: "[RUN]",
 		Flags: []cli.Flag{runFlag, quietAfterFlag, nudgeAfterFlag,
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
+			&cli.BoolFlag{Name: "allow-empty", Usage: "a run with no tasks is a success (exit 0), not exit 3"},
 		},
 		Action: runWait,
 	}
@@ -238,31 +152,18 @@ func runWaitCommand() *cli.Command {
 
 func runWait(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.runArg()
+	id, err := e.runArg()
 	if err != nil {
 		return err
 	}
-	ctx, cancel, err := withTimeout(c)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	o, err := e.waitOptions()
-	if err != nil {
-		return err
-	}
-	p := newProgress(e, r)
-	o.Progress, o.Failed = p.show, p.failed
-	err = supervise.WaitRunWith(ctx, r, o)
+	p := newProgress(e)
+	rec, err := e.app().RunWait(c.Context, app.RunWait{Run: id, Timeout: c.String("timeout"), QuietAfter: c.String("quiet-after"),
+		NudgeAfter: c.String("nudge-after"), AllowEmpty: c.Bool("allow-empty")}, p.show)
 	if p.tty {
 		fmt.Fprintln(e.stderr)
 	}
-	st, serr := r.TaskState()
-	if serr == nil {
-		e.emit(fullRecord(r.Manifest, st), summary(st))
-		if err == nil && len(st.Tasks) == 0 {
-			e.warn(fmt.Errorf("run %s has no tasks: nothing to wait for", r.ID()))
-		}
+	if rec != nil {
+		e.emit(rec, rec.Summary)
 	}
 	return err
 }
@@ -271,18 +172,15 @@ func runWait(c *cli.Context) error {
 // terminal, else a line when it changes (and every 30s at the most while
 // it does not).
 type progress struct {
-	e       *env
-	r       *run.Run
-	tty     bool
-	width   int
-	last    string
-	lastAt  time.Time
-	key     string           // waitingKey of the questions in waiting
-	waiting []events.Message // the open questions, oldest first
+	e      *env
+	tty    bool
+	width  int
+	last   string
+	lastAt time.Time
 }
 
-func newProgress(e *env, r *run.Run) *progress {
-	p := &progress{e: e, r: r}
+func newProgress(e *env) *progress {
+	p := &progress{e: e}
 	if f, ok := e.stderr.(*os.File); ok {
 		p.tty = term.IsTerminal(int(f.Fd()))
 		p.width, _, _ = term.GetSize(int(f.Fd()))
@@ -290,61 +188,33 @@ func newProgress(e *env, r *run.Run) *progress {
 	return p
 }
 
-// waitOptions reads --quiet-after and --nudge-after (run wait, watch).
-func (e *env) waitOptions() (supervise.WaitOptions, error) {
-	var o supervise.WaitOptions
-	var err error
-	if o.QuietAfter, err = e.quietAfter(); err != nil {
-		return o, err
-	}
-	if s := e.c.String("nudge-after"); s != "" {
-		if o.NudgeAfter, err = duration(s); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
-
 // nudgeAfterFlag is the --nudge-after of run wait and watch.
 var nudgeAfterFlag = &cli.StringFlag{Name: "nudge-after", Usage: "nudge a running task whose worker shows no sign of life for `DURATION`, once per quiet spell"}
 
-// show is supervise.WaitRunWith's callback: it prints the progress of st and
-// live.
-func (p *progress) show(st *state.State, live map[string]*run.Liveness) {
-	if key := waitingKey(st); key != p.key {
-		// Read the questions' bodies only when the open ones change.
-		p.waiting, p.key = nil, key
-		if key != "" {
-			if pend, err := p.r.Pending(run.Leader); pend != nil && err == nil {
-				p.waiting = questions(pend)
-			}
+// show is app.RunWait's progress callback: it prints each failure the
+// wait has just seen on a line of its own ("crew: run r1: t2 failed:
+// disk full", the first line of the reason), then the run's progress.
+func (p *progress) show(pr app.Progress) {
+	for _, t := range pr.Failed {
+		line := t.ID + " failed"
+		if why, _, _ := strings.Cut(t.Reason, "\n"); why != "" {
+			line += ": " + why
 		}
+		if p.tty {
+			fmt.Fprint(p.e.stderr, "\r\x1b[K") // above the progress line, drawn again below it
+		}
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", pr.Run, human.Escape(line))
 	}
-	line := progressLine(st, p.waiting) + livenessLine(st, live)
+	line := progressLine(pr.State, pr.Waiting) + livenessLine(pr.State, pr.Live)
 	switch {
 	case p.tty:
 		fmt.Fprintf(p.e.stderr, "\r\x1b[K%s", fit(human.Escape(line), p.width))
 	case line != p.last || time.Since(p.lastAt) > 30*time.Second:
-		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), human.Escape(line))
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", pr.Run, human.Escape(line))
 	default:
 		return
 	}
 	p.last, p.lastAt = line, time.Now()
-}
-
-// failed is supervise.WaitRunWith's callback for a task failure: one line
-// in the progress stream, as it happens ("t2 failed: disk full", the
-// first line of the reason), above the progress line on a terminal.
-func (p *progress) failed(t *state.Task) {
-	line := t.ID + " failed"
-	if why, _, _ := strings.Cut(t.Reason, "\n"); why != "" {
-		line += ": " + why
-	}
-	if p.tty {
-		fmt.Fprintf(p.e.stderr, "\r\x1b[K")
-		p.last = "" // the progress line is drawn again below it
-	}
-	fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", p.r.ID(), human.Escape(line))
 }
 
 // summary is a one-line count of task states: "3/5 done · 1 waiting".
@@ -383,17 +253,6 @@ func livenessLine(st *state.State, live map[string]*run.Liveness) string {
 	return line
 }
 
-// waitingKey names the open questions of st, to tell when they change.
-func waitingKey(st *state.State) string {
-	var qs []string
-	for _, t := range st.TaskList() {
-		if t.Status == task.Waiting {
-			qs = append(qs, t.Question)
-		}
-	}
-	return strings.Join(qs, ",")
-}
-
 // fit cuts a progress line to a terminal's width, so that "\r" can
 // redraw it (a line that wraps cannot be redrawn).
 func fit(line string, width int) string {
@@ -428,14 +287,23 @@ func runReport(c *cli.Context) error {
 	if err := reports.CheckFormat(format); err != nil {
 		return err
 	}
-	r, err := e.runArg()
+	id, err := e.runArg()
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(e.stdout)
-	err = reports.Render(w, r, format)
+	err = e.app().RunReport(c.Context, app.RunReport{Run: id, Format: format}, w)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
 	return err
+}
+
+// runArg is the run named by the first argument, "" for the identity's
+// (--run / CREW_RUN, else the latest).
+func (e *env) runArg() (string, error) {
+	if e.c.Args().Len() > 1 {
+		return "", fmt.Errorf("too many arguments: %q: %w", e.c.Args().Slice(), crew.ErrInvalid)
+	}
+	return e.c.Args().First(), nil
 }

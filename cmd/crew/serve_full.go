@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os/exec"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/crew-dev/crew"
@@ -43,6 +44,10 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		host, _, _ := net.SplitHostPort(addr)
+		return fmt.Errorf("listen on %s: the port is in use (another crew serve?); give another with --addr, such as --addr %s (any free port): %w", addr, net.JoinHostPort(host, "0"), crew.ErrConflict)
+	}
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}

@@ -126,9 +126,14 @@ func spawnTmux(e *env, r *run.Run, id, session string, command []string) error {
 		}
 	}
 	tmuxArgs = append(tmuxArgs, "--", self, "spawn", id, "--run", r.ID(), "--retries", fmt.Sprint(e.c.Int("retries")), "--")
+	if err := exec.Command("tmux", "list-sessions").Run(); err != nil {
+		// No server (tmux new-window would try to start one and fail,
+		// in words that do not say so).
+		return fmt.Errorf("--tmux %s: no tmux server is running, so there is no session %s to open the worker's window in; start one (tmux new-session -d -s %s), or leave out --tmux: %w", session, session, session, crew.ErrInvalid)
+	}
 	out, err := exec.Command("tmux", append(tmuxArgs, command...)...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("tmux new-window in session %s: %v: %s: %w", session, err, strings.TrimSpace(string(out)), crew.ErrInvalid)
+		return tmuxRefused(session, err, string(out))
 	}
 	var panePID int
 	fmt.Sscan(string(out), &panePID)
@@ -137,6 +142,17 @@ func spawnTmux(e *env, r *run.Run, id, session string, command []string) error {
 		return err
 	}
 	return e.emit(w, fmt.Sprintf("task %s: worker pid %d started in tmux window %s; its output goes to %s", id, w.PID, window, w.Log))
+}
+
+// tmuxRefused is the error of a tmux new-window that failed with err and
+// output out: crew.ErrInvalid, saying what a person can do when the
+// session does not exist, else in tmux's own words.
+func tmuxRefused(session string, err error, out string) error {
+	out = strings.TrimSpace(out)
+	if strings.Contains(out, "can't find session") || strings.Contains(out, "can not find session") {
+		return fmt.Errorf("--tmux %s: tmux has no session %s (tmux list-sessions lists them; tmux new-session -d -s %s makes it): %w", session, session, session, crew.ErrInvalid)
+	}
+	return fmt.Errorf("tmux new-window in session %s: %v: %s: %w", session, err, out, crew.ErrInvalid)
 }
 
 // pipePane has tmux copy what the worker's window shows into its log
@@ -176,7 +192,7 @@ func taskLogsCommand() *cli.Command {
 
 func taskLogs(c *cli.Context) error {
 	e := newEnv(c)
-	r, id, _, err := e.taskArg()
+	r, id, err := e.taskRun()
 	if err != nil {
 		return err
 	}

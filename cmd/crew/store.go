@@ -4,7 +4,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"sync"
@@ -23,52 +22,29 @@ var storeFlags = []cli.Flag{
 	&cli.IntFlag{Name: "nats-replicas", Usage: "copies, `N` from 1 to 5, of each run created and of the mail bucket, on a NATS cluster", Value: 1, EnvVars: []string{"CREW_NATS_REPLICAS"}},
 }
 
-// storeConn is the store that the commands of a process share: the
-// connection to the --store server, or the state root under a .crew
-// directory (env.root), dialled or found by the first command that needs
-// it, closed by the command line that made it (execute; closing a root
-// waits for the snapshots its runs still write). A command line is one
-// command, except crew mcp's: its server is a command line whose tool
-// calls are command lines run with its store, so that one connection
-// serves them all, and its change notifications, until the server ends.
-// Either store keeps one Log per run for the command line (KeepLogs), so
-// that a tool call starts from the state the last one left.
-// A reconnect after the server (or a cluster node) is lost is the NATS
-// client's.
+// storeConn is the store of one command line: the connection to the
+// --store server, or the state root under a .crew directory (env.root),
+// dialled or found by the first operation that needs it, kept in the
+// command line's cli.App (Metadata[storeKey]) and closed when the command
+// line ends (execute; closing a root waits for the snapshots its runs
+// still write). crew mcp's server is one command line: its App serves
+// every tool call with this one store, and either store keeps one Log
+// per run for it (KeepLogs), so that a tool call starts from the state
+// the last one left. A reconnect after the server (or a cluster node) is
+// lost is the NATS client's.
 type storeConn struct {
 	mu sync.Mutex
 	s  io.Closer // nil until dialled
 }
 
-// storeConnKey is the context key of a command line's storeConn.
-type storeConnKey struct{}
+// storeKey is the cli.App Metadata key of a command line's storeConn.
+const storeKey = "store"
 
-// withStoreConn returns ctx carrying the store connection of from (a
-// command line's context), for a command line run within it (a tool call
-// of crew mcp). Without one in from, ctx is returned as it is.
-func withStoreConn(ctx, from context.Context) context.Context {
-	if sc, ok := from.Value(storeConnKey{}).(*storeConn); ok {
-		return context.WithValue(ctx, storeConnKey{}, sc)
-	}
-	return ctx
-}
-
-// shareStore returns ctx carrying a store connection for a command line:
-// the one ctx carries already (withStoreConn), else a new one, which
-// release closes once the command line ends.
-func shareStore(ctx context.Context) (_ context.Context, release func()) {
-	if _, ok := ctx.Value(storeConnKey{}).(*storeConn); ok {
-		return ctx, func() {}
-	}
-	sc := &storeConn{}
-	return context.WithValue(ctx, storeConnKey{}, sc), sc.close
-}
-
-// dialStore returns the store connection ctx carries (shareStore),
-// calling dial if it has none yet. A dial that fails is tried again by
-// the next command that asks.
-func dialStore(ctx context.Context, dial func() (io.Closer, error)) (io.Closer, error) {
-	sc, ok := ctx.Value(storeConnKey{}).(*storeConn)
+// dialStore returns the command line's store, calling dial if it has
+// none yet. A dial that fails is tried again by the next operation that
+// asks.
+func (e *env) dialStore(dial func() (io.Closer, error)) (io.Closer, error) {
+	sc, ok := e.c.App.Metadata[storeKey].(*storeConn)
 	if !ok {
 		return nil, errors.New("internal error: a command outside execute asks for the store")
 	}

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/natstest"
 	"github.com/crew-dev/crew/run"
 )
@@ -109,34 +114,48 @@ func TestStoreEventOverMaxPayload(t *testing.T) {
 	}
 }
 
-// The command lines run with one store connection (crew mcp's tool
-// calls) share each run's Log on the file store, as on NATS
-// (file.Store.KeepLogs): a second Open of the run returns the Log the
-// calls used, with the state it keeps.
+// crew mcp's tool calls are carried out by one App for the server's
+// command line (serveMCP: newEnv(c).app()): they share its root and, on
+// the file store as on NATS, each run's Log (file.Store.KeepLogs), so a
+// second Open of the run returns the Log the calls used, with the state
+// it keeps.
 func TestToolCallsShareRunLogs(t *testing.T) {
 	dir := t.TempDir()
-	ctx, release := shareStore(context.Background())
-	defer release()
-	for _, line := range [][]string{{"init"}, {"run", "create", "--id", "r1"}, {"task", "add", "t1", "--run", "r1"}, {"steer", "t1", "hello", "--run", "r1"}} {
+	for _, line := range [][]string{{"init"}, {"run", "create", "--id", "r1"}, {"task", "add", "t1", "--run", "r1"}} {
 		var stdout, stderr strings.Builder
-		if err := execute(ctx, append([]string{"crew", "--dir", dir}, line...), strings.NewReader(""), &stdout, &stderr); err != nil {
+		if err := execute(context.Background(), append([]string{"crew", "--dir", dir}, line...), strings.NewReader(""), &stdout, &stderr); err != nil {
 			t.Fatalf("crew %v: %v\n%s", line, err, stderr.String())
 		}
 	}
-	sc := ctx.Value(storeConnKey{}).(*storeConn)
-	root, ok := sc.s.(*run.Root)
-	if !ok {
-		t.Fatalf("the command lines' store is %T, want a *run.Root", sc.s)
+	// A command line that keeps its env's App, as crew mcp's server does.
+	cl := newApp(strings.NewReader(""), io.Discard, io.Discard)
+	sc := &storeConn{}
+	cl.Metadata[storeKey] = sc
+	defer sc.close()
+	var a *app.App
+	cl.Commands = append(cl.Commands, &cli.Command{Name: "server", Flags: []cli.Flag{runFlag, taskFlag, asFlag},
+		Action: func(c *cli.Context) error { a = newEnv(c).app(); return nil }})
+	if err := cl.RunContext(context.Background(), []string{"crew", "--dir", dir, "server", "--run", "r1"}); err != nil {
+		t.Fatal(err)
 	}
-	a, err := root.Open("r1")
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := a.Steer(ctx, app.ToWorker{Task: "t1", Body: fmt.Sprintf("steer %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := a.Run("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := root.Open("r1")
+	second, err := a.Run("r1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Log() != b.Log() {
-		t.Fatal("two Opens of run r1 with the command lines' store returned two Logs; want the one they share")
+	if first.Log() != second.Log() {
+		t.Fatal("two Opens of run r1 by the server's App returned two Logs; want the one its calls share")
+	}
+	if root, ok := sc.s.(*run.Root); !ok || root.Dir() != first.Root().Dir() {
+		t.Fatalf("the command line's store is %T; want the root the App's runs live in", sc.s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -56,15 +57,11 @@ func taskAdd(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return fmt.Errorf("task add takes one task id: %w", crew.ErrInvalid)
 	}
-	r, actor, err := e.leaderRun()
+	t, err := e.app().TaskAdd(c.Context, app.TaskAdd{ID: c.Args().First(), Title: c.String("title"), Agent: c.String("agent"), DoneWhen: c.String("done-when")})
 	if err != nil {
 		return err
 	}
-	t, err := r.AddTask(c.Context, c.Args().First(), state.TaskSpec{Title: c.String("title"), Agent: c.String("agent"), DoneWhen: c.String("done-when")}, actor)
-	if err != nil {
-		return err
-	}
-	return e.emit(t, fmt.Sprintf("%s added to run %s", t.ID, r.ID()))
+	return e.emit(t, fmt.Sprintf("%s added to run %s", t.ID, t.Run))
 }
 
 func taskListCommand() *cli.Command {
@@ -79,24 +76,20 @@ func taskListCommand() *cli.Command {
 
 func taskList(c *cli.Context) error {
 	e := newEnv(c)
-	r, err := e.run()
-	if err != nil {
-		return err
-	}
-	st, live, err := e.tasksAlive(r)
-	if err != nil {
+	recs, err := e.app().TaskList(c.Context, app.TaskList{QuietAfter: c.String("quiet-after")})
+	if recs == nil {
 		return err
 	}
 	if e.json {
-		for _, t := range st.TaskList() {
-			if err := e.emit(taskRecord{t, live[t.ID]}, ""); err != nil {
+		for _, rec := range recs {
+			if err := e.emit(rec, ""); err != nil {
 				return err
 			}
 		}
 	} else {
-		printTasks(e, st.TaskList(), live)
+		printTasks(e, recs)
 	}
-	return st.Err()
+	return err
 }
 
 func taskShowCommand() *cli.Command {
@@ -112,40 +105,41 @@ func taskShowCommand() *cli.Command {
 
 func taskShow(c *cli.Context) error {
 	e := newEnv(c)
-	r, id, _, err := e.taskArg()
+	id, err := e.taskArg()
 	if err != nil {
 		return err
 	}
-	st, live, err := e.tasksAlive(r)
-	if err != nil {
+	rec, err := e.app().TaskShow(c.Context, app.TaskShow{Task: id, QuietAfter: c.String("quiet-after")})
+	if rec == nil {
 		return err
-	}
-	t := st.Tasks[id]
-	if t == nil {
-		return fmt.Errorf("no task %s in run %s: %w", id, r.ID(), crew.ErrNotFound)
 	}
 	if e.json {
-		if err := e.emit(taskRecord{t, live[t.ID]}, ""); err != nil {
-			return err
+		if perr := e.emit(rec, ""); perr != nil {
+			return perr
 		}
-		return st.Err()
+		return err
 	}
+	t := rec.Task
 	fmt.Fprintf(e.stdout, "task       %s\ntitle      %s\nagent      %s\nstatus     %s\ncreated    %s\nupdated    %s\nquestions  %d\n",
 		t.ID, human.Line(t.Title), t.Agent, t.Status, t.CreatedAt, t.UpdatedAt, t.Questions)
 	if t.DoneWhen != "" {
 		fmt.Fprintf(e.stdout, "done-when  %s\n", human.Escape(t.DoneWhen))
 	}
 	if t.Question != "" {
-		fmt.Fprintf(e.stdout, "question   %s\n", t.Question)
+		text := t.Question
+		if rec.QuestionText != "" {
+			text += ": " + indent(rec.QuestionText, "           ")
+		}
+		fmt.Fprintf(e.stdout, "question   %s\n", text)
 	}
-	if l := live[t.ID]; l != nil {
+	if l := rec.Liveness; l != nil {
 		fmt.Fprintf(e.stdout, "liveness   %s\n", livenessText(l))
 	}
 	if t.Reason != "" {
 		fmt.Fprintf(e.stdout, "reason     %s\n", indent(t.Reason, "           "))
 	}
 	printWorkers(e, t.Workers)
-	return st.Err()
+	return err
 }
 
 // transitionCommand is the command that moves a task by op: its name is
@@ -173,30 +167,30 @@ func transitionCommand(op task.Op, usage, example string) *cli.Command {
 // retry: the op is the command's name.
 func transition(c *cli.Context) error {
 	e := newEnv(c)
-	op := task.Op(c.Command.Name)
-	r, id, actor, err := e.taskArg()
+	id, err := e.taskArg()
 	if err != nil {
 		return err
 	}
-	var t *state.Task
-	var check *state.Check
-	if op == task.Complete {
-		d, err := duration(c.String("done-timeout"))
-		if err != nil {
-			return err
+	a := e.app()
+	move := app.TaskMove{Task: id, Reason: c.String("reason")}
+	var t *app.TaskRecord
+	switch task.Op(c.Command.Name) {
+	case task.Start:
+		t, err = a.TaskStart(c.Context, app.TaskRef{Task: id})
+	case task.Complete:
+		t, err = a.TaskComplete(c.Context, app.TaskComplete{Task: id, DoneTimeout: c.String("done-timeout"), Force: c.Bool("force")})
+		if err == nil && t.DoneWhen != "" && !e.json {
+			fmt.Fprintf(e.stdout, "check passed: %s\n", human.Escape(t.DoneWhen))
 		}
-		t, check, err = r.Complete(c.Context, id, actor, run.CompleteOptions{Timeout: d, Force: c.Bool("force")})
-		if check != nil && err == nil && !e.json {
-			fmt.Fprintf(e.stdout, "check passed: %s\n", human.Escape(check.Command))
-		}
-		if err != nil {
-			return err
-		}
-	} else {
-		t, err = r.Transition(c.Context, id, op, actor, c.String("reason"), nil)
-		if err != nil {
-			return err
-		}
+	case task.Fail:
+		t, err = a.TaskFail(c.Context, move)
+	case task.Cancel:
+		t, err = a.TaskCancel(c.Context, move)
+	case task.Retry:
+		t, err = a.TaskRetry(c.Context, move)
+	}
+	if err != nil {
+		return err
 	}
 	return e.emit(t, fmt.Sprintf("%s %s", t.ID, t.Status))
 }
@@ -216,61 +210,57 @@ func taskVerifyCommand() *cli.Command {
 
 func taskVerify(c *cli.Context) error {
 	e := newEnv(c)
-	r, id, _, err := e.taskArg()
+	id, err := e.taskArg()
 	if err != nil {
 		return err
 	}
-	d, err := duration(c.String("done-timeout"))
+	v, err := e.app().TaskVerify(c.Context, app.TaskVerify{Task: id, DoneTimeout: c.String("done-timeout")})
 	if err != nil {
 		return err
 	}
-	check, err := r.Verify(c.Context, id, d)
-	if err != nil {
-		return err
+	if v.Check == nil {
+		return e.emit(v, "task "+v.Task+" has no done-when check")
 	}
-	if check == nil {
-		return e.emit(map[string]any{"task": id, "check": nil}, "task "+id+" has no done-when check")
-	}
-	return e.emit(check, "check passed: "+human.Escape(check.Command))
+	return e.emit(v, "check passed: "+human.Escape(v.Check.Command))
 }
 
-// taskArg resolves the run, the task (first argument, else --task /
-// CREW_TASK) and the actor (--as, else the task's agent).
-func (e *env) taskArg() (*run.Run, string, string, error) {
+// taskArg is the task named by the first argument, "" for the identity's
+// (--task / CREW_TASK). A reason given where the task id goes (crew task
+// fail "text") is crew.ErrInvalid saying where it goes.
+func (e *env) taskArg() (string, error) {
 	args := e.c.Args()
 	if args.Len() > 1 {
-		return nil, "", "", fmt.Errorf("too many arguments: %q: %w", args.Slice(), crew.ErrInvalid)
+		return "", fmt.Errorf("too many arguments: %q: %w", args.Slice(), crew.ErrInvalid)
 	}
 	id := args.First()
+	if id == "" || !strings.ContainsAny(id, " \t") {
+		return id, nil
+	}
+	if e.c.Command.HasName("fail") || e.c.Command.HasName("cancel") || e.c.Command.HasName("retry") {
+		if err := crew.ValidateID("task", id); err != nil { // text where the task id goes
+			return "", fmt.Errorf("invalid task id %q: %s; a reason goes in --reason: %w", id, crew.IDRule, crew.ErrInvalid)
+		}
+	}
+	return id, nil
+}
+
+// taskRun opens the run (--run / CREW_RUN, else the latest) of the task
+// named by the first argument, else by --task / CREW_TASK (crew task
+// logs).
+func (e *env) taskRun() (*run.Run, string, error) {
+	id, err := e.taskArg()
+	if err != nil {
+		return nil, "", err
+	}
 	if id == "" {
-		var err error
 		if id, err = e.task(); err != nil {
-			return nil, "", "", err
+			return nil, "", err
 		}
 	} else if err := crew.ValidateID("task", id); err != nil {
-		if e.c.Command.HasName("fail") || e.c.Command.HasName("cancel") || e.c.Command.HasName("retry") {
-			if strings.ContainsAny(id, " \t") { // text where the task id goes
-				err = fmt.Errorf("invalid task id %q: %s; a reason goes in --reason: %w", id, crew.IDRule, crew.ErrInvalid)
-			}
-		}
-		return nil, "", "", err
+		return nil, "", err
 	}
 	r, err := e.run()
-	if err != nil {
-		return nil, "", "", err
-	}
-	actor, err := e.actor("")
-	if err != nil {
-		return nil, "", "", err
-	}
-	if actor == "" {
-		// The worker of the task acts as its agent; anyone else is the leader.
-		actor = r.Manifest.Leader
-		if e.c.String("task") == id {
-			actor = e.defaultAgent(r, id)
-		}
-	}
-	return r, id, actor, nil
+	return r, id, err
 }
 
 // printWorkers lists the attempts of a task's supervised workers, as

@@ -142,7 +142,35 @@ func Init(dir string, perm crew.Perm) (*Store, error) {
 			return nil, err
 		}
 	}
-	return r, nil
+	return r, writeGitignore(r.dir, perm)
+}
+
+// gitignore is the .gitignore Init writes into .crew: it ignores every
+// file there, itself too, so that a state root inside a Git work tree
+// stays out of git status (runs are not source; docs/files.md, Layout).
+const gitignore = "# crew's state root: runs and mail, not source (crew init wrote this).\n*\n"
+
+// writeGitignore writes .gitignore into the state root dir, with the
+// root's file mode, unless something of that name is there already (a
+// user's own is kept as it is).
+func writeGitignore(dir string, perm crew.Perm) error {
+	path := filepath.Join(dir, ".gitignore")
+	if _, err := os.Lstat(path); err == nil {
+		return nil
+	}
+	f, err := fsys.OpenNoFollow(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm.File)
+	if errors.Is(err, os.ErrExist) {
+		return nil // made meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	f.Chmod(perm.File)
+	if _, err := f.WriteString(gitignore); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Find returns the state root for dir: dir itself if it is a .crew
