@@ -255,6 +255,11 @@ type Progress struct {
 	// Waiting are the open questions, oldest first (read again only
 	// when the tasks waiting change).
 	Waiting []events.Message
+	// Failed are the tasks whose failure the wait saw since the last
+	// Progress, in task order: at the first, those failed when it
+	// started; then each as it fails (again after a retry), once
+	// (supervise.WaitOptions.Failed).
+	Failed []*state.Task
 }
 
 // RunWait blocks until every task of the run has ended, calling
@@ -291,7 +296,7 @@ func (a *App) RunWait(ctx context.Context, req RunWait, progress func(Progress))
 		}
 	}
 	if progress != nil {
-		o.Progress = waitProgress(r, progress)
+		o.Failed, o.Progress = waitProgress(r, progress)
 	}
 	err = supervise.WaitRunWith(ctx, r, o)
 	var stopped *RunStopped
@@ -313,13 +318,18 @@ func (a *App) RunWait(ctx context.Context, req RunWait, progress func(Progress))
 	return rec, err
 }
 
-// waitProgress is supervise's progress callback for RunWait: it hands
-// progress each state with the open questions, read again only when the
-// tasks waiting change.
-func waitProgress(r *run.Run, progress func(Progress)) func(*state.State, map[string]*run.Liveness) {
-	var key string
-	var waiting []events.Message
-	return func(st *state.State, live map[string]*run.Liveness) {
+// waitProgress is supervise's callbacks for RunWait: failed notes each
+// failure, and the progress callback hands progress each state with the
+// failures noted since the last and the open questions, read again only
+// when the tasks waiting change.
+func waitProgress(r *run.Run, progress func(Progress)) (failed func(*state.Task), show func(*state.State, map[string]*run.Liveness)) {
+	var (
+		key     string
+		waiting []events.Message
+		fails   []*state.Task
+	)
+	failed = func(t *state.Task) { fails = append(fails, t) }
+	return failed, func(st *state.State, live map[string]*run.Liveness) {
 		if k := waitingKey(st); k != key {
 			waiting, key = nil, k
 			if k != "" {
@@ -328,7 +338,8 @@ func waitProgress(r *run.Run, progress func(Progress)) func(*state.State, map[st
 				}
 			}
 		}
-		progress(Progress{Run: r.ID(), State: st, Live: live, Waiting: waiting})
+		progress(Progress{Run: r.ID(), State: st, Live: live, Waiting: waiting, Failed: fails})
+		fails = nil
 	}
 }
 

@@ -14,9 +14,9 @@ const (
 	TaskStarted         = "task.started"
 	TaskWaiting         = "task.waiting" // ask: carries the question
 	TaskResponded       = "task.responded"
-	TaskAskTimedOut     = "task.ask_timed_out"
+	TaskAskTimedOut     = "task.ask_timed_out" // without a default answer: carries a timeout message to the leader
 	TaskCompleted       = "task.completed"
-	TaskFailed          = "task.failed"
+	TaskFailed          = "task.failed" // carries a failure message to the leader
 	TaskCancelled       = "task.cancelled"
 	TaskRetried         = "task.retried"
 	MessageSent         = "message.sent" // steer, follow-up, nudge, report, broadcast
@@ -25,7 +25,7 @@ const (
 	MessageRejected     = "message.rejected"
 	LogRepaired         = "log.repaired"
 	WorkerStarted       = "worker.started"    // crew spawn started a worker process: state.Worker
-	WorkerExited        = "worker.exited"     // it exited, or was found gone: state.WorkerExit
+	WorkerExited        = "worker.exited"     // it exited, or was found gone: state.WorkerExit; failing its task, carries a failure message
 	WorkerStopAsked     = "worker.stop_asked" // its supervisor is asked to stop it (crew run stop): state.StopAsk
 )
 

@@ -66,12 +66,17 @@ func (r *Run) WorkerStarted(ctx context.Context, id string, w *state.Worker) err
 // WorkerExited records that task id's worker attempt x.Attempt ended, as
 // x says (worker.exited), unless that is already recorded (another
 // process found it gone first). A task that has not ended fails, with
-// the reason and the end of x.Tail, or with restart goes back to pending
-// for the next attempt (task.Restart). why, when not empty, replaces the
+// the reason and the end of x.Tail (and the event carries a failure
+// message to the leader that quotes them, notice.go), or with restart
+// goes back to pending for the next attempt (task.Restart). why, when not empty, replaces the
 // start of the reason ("worker exited with status 2"). Errors: an
 // unknown task (crew.ErrNotFound), the store's.
 func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, restart bool, why string) error {
-	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+	noticeID, err := newNoticeID()
+	if err != nil {
+		return err
+	}
+	_, err = r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(id)
 		if err != nil {
 			return nil, err
@@ -101,6 +106,9 @@ func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, 
 			return nil, err
 		}
 		ev.From, ev.To = string(t.Status), string(next)
+		if op == task.Fail {
+			ev.Message = failureNotice(noticeID, st, t, ev.Reason) // the leader is told (notice.go)
+		}
 		return ev, nil
 	})
 	return err

@@ -56,15 +56,17 @@ func eventText(ev *events.Event) string {
 	case ev.To != "":
 		fmt.Fprintf(&b, "  -> %s", ev.To)
 	}
-	if m := ev.Message; m != nil {
-		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
-	}
 	if len(ev.MessageIDs) > 0 {
 		fmt.Fprintf(&b, "  %s", human.Count(len(ev.MessageIDs), "message"))
 	}
 	b.WriteString(detailText(ev))
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))
+	}
+	if m := ev.Message; m != nil {
+		// Last: an event that fails a task or times a question out
+		// carries crew's message to the leader after its reason.
+		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
 	}
 	return b.String()
 }

@@ -426,8 +426,10 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 	if res := mcpTry(t, ctx, lead, "crew_run_report", map[string]any{"format": "markdown"}); res.IsError || !strings.Contains(mcpText(res), "w1") {
 		t.Fatalf("crew_run_report markdown: %s", mcpText(res))
 	}
-	// w2 was cancelled: the run ended, not all completed (exit 6).
-	if res := mcpTry(t, ctx, lead, "crew_run_wait", map[string]any{"timeout": "1m"}); !res.IsError || !strings.HasPrefix(mcpText(res), "incomplete (exit 6)") {
+	// w2 was cancelled: the run ended, not all completed (exit 6); the
+	// run's record comes with the error, as crew run wait --json prints it.
+	if res := mcpTry(t, ctx, lead, "crew_run_wait", map[string]any{"timeout": "1m"}); !res.IsError || !strings.HasPrefix(mcpText(res), "incomplete (exit 6)") ||
+		!strings.Contains(mcpText(res), "printed before the error:\n{") || !strings.Contains(mcpText(res), `"status":"cancelled"`) {
 		t.Fatalf("crew_run_wait: %s", mcpText(res))
 	}
 	called["crew_run_wait"] = true

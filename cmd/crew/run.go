@@ -243,8 +243,20 @@ func newProgress(e *env) *progress {
 // nudgeAfterFlag is the --nudge-after of run wait and watch.
 var nudgeAfterFlag = &cli.StringFlag{Name: "nudge-after", Usage: "nudge a running task whose worker shows no sign of life for `DURATION`, once per quiet spell"}
 
-// show is app.RunWait's progress callback: it prints the run's progress.
+// show is app.RunWait's progress callback: it prints each failure the
+// wait has just seen on a line of its own ("crew: run r1: t2 failed:
+// disk full", the first line of the reason), then the run's progress.
 func (p *progress) show(pr app.Progress) {
+	for _, t := range pr.Failed {
+		line := t.ID + " failed"
+		if why, _, _ := strings.Cut(t.Reason, "\n"); why != "" {
+			line += ": " + why
+		}
+		if p.tty {
+			fmt.Fprint(p.e.stderr, "\r\x1b[K") // above the progress line, drawn again below it
+		}
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", pr.Run, human.Escape(line))
+	}
 	line := progressLine(pr.State, pr.Waiting) + livenessLine(pr.State, pr.Live)
 	switch {
 	case p.tty:
