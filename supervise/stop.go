@@ -140,12 +140,27 @@ func AwaitStopped(ctx context.Context, r *run.Run) ([]*state.Task, error) {
 	defer wt.Close()
 	orphans := map[string]*orphan{} // by task
 	for {
-		if err := recordOrphans(ctx, r, orphans); err != nil {
-			return nil, err
-		}
-		st, err := reapState(ctx, r)
+		st, err := r.TaskState()
 		if err != nil {
 			return nil, err
+		}
+		if err := st.Err(); err != nil {
+			return nil, err
+		}
+		// The orphans stopped here are recorded here, with how; Reap
+		// leaves them out, however their deaths fall between the two.
+		n, err := recordOrphans(ctx, r, orphans)
+		if err != nil {
+			return nil, err
+		}
+		reaped, err := reap(ctx, r, st, orphans)
+		if err != nil {
+			return nil, err
+		}
+		if n+reaped > 0 {
+			if st, err = r.TaskState(); err != nil {
+				return nil, err
+			}
 		}
 		var live []*state.Task
 		for _, t := range st.TaskList() {
@@ -174,10 +189,20 @@ type orphan struct {
 	stopped *state.Stopped
 }
 
-// stopOrphan stops w, the live worker of task id, when it is an orphan:
-// on this machine, alive, its crew spawn gone. It sends SIGTERM the
-// first time, SIGKILL once w's grace has passed since.
+// running reports whether the orphan, or a process of its group, has
+// not exited.
+func (o *orphan) running() bool {
+	w := o.w
+	return (proc.ID{PID: w.PID, Start: w.Start, Boot: w.Boot}).Alive() || o.stopped.Group && groupAlive(w.PID)
+}
+
+// stopOrphan starts stopping w, the live worker of task id, when it is
+// an orphan: on this machine, alive, its crew spawn gone: SIGTERM to its
+// process group (recordOrphans goes on).
 func stopOrphan(orphans map[string]*orphan, id string, w *state.Worker) {
+	if orphans[id] != nil {
+		return
+	}
 	if host, _ := os.Hostname(); w.Host != host {
 		return
 	}
@@ -187,45 +212,37 @@ func stopOrphan(orphans map[string]*orphan, id string, w *state.Worker) {
 	if !(proc.ID{PID: w.PID, Start: w.Start, Boot: w.Boot}).Alive() {
 		return // gone: Reap records it
 	}
-	o := orphans[id]
 	group := w.Tmux == "" // a worker on a tmux window's terminal of an older crew leads no group
-	switch {
-	case o == nil:
-		orphans[id] = &orphan{w: w, termAt: time.Now(), stopped: &state.Stopped{PID: w.PID, Group: group, Signals: []string{"SIGTERM"},
-			GraceMs: w.GraceOf().Milliseconds(), Reason: "its crew spawn was gone", By: "crew run stop"}}
-		signalWorker(w.PID, group, syscall.SIGTERM)
-	case len(o.stopped.Signals) == 1 && time.Since(o.termAt) >= w.GraceOf():
-		o.stopped.Signals = append(o.stopped.Signals, "SIGKILL")
-		signalWorker(w.PID, group, syscall.SIGKILL)
-	}
+	orphans[id] = &orphan{w: w, termAt: time.Now(), stopped: &state.Stopped{PID: w.PID, Group: group, Signals: []string{"SIGTERM"},
+		GraceMs: w.GraceOf().Milliseconds(), Reason: "its crew spawn was gone", By: "crew run stop"}}
+	signalWorker(w.PID, group, syscall.SIGTERM)
 }
 
-// recordOrphans records the exit of each orphan stopped (stopOrphan)
-// that is gone now: unknown (no parent of it saw how it ended), with
-// how it was stopped. What it left in its process group is killed
-// first. It runs before Reap, which would record the exit without how.
-func recordOrphans(ctx context.Context, r *run.Run, orphans map[string]*orphan) error {
+// recordOrphans goes on stopping each orphan (stopOrphan): SIGKILL to
+// one still running once its grace has passed since SIGTERM; and records
+// the exit of each that is gone, group and all: unknown (no parent of
+// it saw how it ended), with how it was stopped. It returns how many it
+// recorded.
+func recordOrphans(ctx context.Context, r *run.Run, orphans map[string]*orphan) (int, error) {
+	n := 0
 	for id, o := range orphans {
 		w := o.w
-		if (proc.ID{PID: w.PID, Start: w.Start, Boot: w.Boot}).Alive() {
-			continue
-		}
-		if o.stopped.Group && groupAlive(w.PID) {
-			// The worker is gone but left processes in its group, which
-			// no one would stop after its exit is recorded.
-			if len(o.stopped.Signals) == 1 {
+		if o.running() {
+			if len(o.stopped.Signals) == 1 && time.Since(o.termAt) >= w.GraceOf() {
 				o.stopped.Signals = append(o.stopped.Signals, "SIGKILL")
+				signalWorker(w.PID, o.stopped.Group, syscall.SIGKILL)
 			}
-			signalWorker(w.PID, true, syscall.SIGKILL)
+			continue
 		}
 		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tail.File(w.Log, 0, run.CheckTail), Stopped: o.stopped}
 		why := fmt.Sprintf("worker process %d was stopped by crew run stop, its crew spawn (pid %d) being gone", w.PID, w.Supervisor)
 		if err := r.WorkerExited(ctx, id, x, false, why); err != nil {
-			return err
+			return n, err
 		}
 		delete(orphans, id)
+		n++
 	}
-	return nil
+	return n, nil
 }
 
 // describeLive names the live workers of tasks live: "t1's (pid 42 on
