@@ -91,8 +91,11 @@ func stopAsked(r *run.Run, id string, attempt int) *state.StopAsk {
 }
 
 // stopWorker stops cmd, which done says has exited: SIGTERM to its
-// process group (or to it alone, on a terminal), then, if it or another
-// process of its group is still there after grace, SIGKILL to them.
+// process group (or to it alone when it leads none: on a standard input
+// that is no terminal with Terminal set), then, if it or another process
+// of its group is still there after grace, SIGKILL to them. It returns
+// once they have all exited (a zombie waiting for init counts as
+// exited: proc.GroupAlive).
 func stopWorker(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration, reason string) *state.Stopped {
 	s := &state.Stopped{PID: cmd.Process.Pid, Group: ownGroup(cmd), Signals: []string{"SIGTERM"}, GraceMs: grace.Milliseconds(), Reason: reason, By: "crew spawn"}
 	stopGroup(cmd, syscall.SIGTERM)
