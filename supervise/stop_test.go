@@ -4,6 +4,8 @@ package supervise
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -24,8 +26,8 @@ func TestSpawnStopsWorkerWhenTaskEnds(t *testing.T) {
 		script  string
 		signals []string
 	}{
-		{"SIGTERM", "sleep 1000", []string{"SIGTERM"}},
-		{"SIGKILL after the grace", `trap "" TERM; while :; do sleep 0.1; done`, []string{"SIGTERM", "SIGKILL"}},
+		{"SIGTERM", `touch "$1"; sleep 1000`, []string{"SIGTERM"}},
+		{"SIGKILL after the grace", `trap "" TERM; touch "$1"; while :; do sleep 0.1; done`, []string{"SIGTERM", "SIGKILL"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newTestRun(t)
@@ -38,14 +40,27 @@ func TestSpawnStopsWorkerWhenTaskEnds(t *testing.T) {
 				err error
 			}
 			done := make(chan result, 1)
+			// The script touches ready once its trap is set: a SIGTERM
+			// before that would end it whatever the script says.
+			ready := filepath.Join(t.TempDir(), "ready")
 			go func() {
-				x, err := Spawn(ctx, r, SpawnOptions{Task: "t1", Command: []string{"sh", "-c", c.script}, Retries: 2,
+				x, err := Spawn(ctx, r, SpawnOptions{Task: "t1", Command: []string{"sh", "-c", c.script, "sh", ready}, Retries: 2,
 					Grace: 300 * time.Millisecond, Started: func(w *state.Worker) { started <- w }})
 				done <- result{x, err}
 			}()
 			w := <-started
 			_, err = r.Transition(ctx, "t1", task.Start, "t1", "", nil)
 			must(t, err)
+			bound := time.After(30 * time.Second)
+			for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+				select {
+				case res := <-done:
+					t.Fatalf("the worker ended before it was ready: %+v, %v", res.x, res.err)
+				case <-bound:
+					t.Fatal("the worker never got ready")
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
 			_, err = r.Transition(ctx, "t1", task.Cancel, run.Leader, "not needed", nil)
 			must(t, err)
 			var res result
