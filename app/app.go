@@ -85,6 +85,13 @@ func (a *App) leader(runID, as string) (*run.Run, string, error) {
 // required), its run, and the agent acting for it: as, else the
 // identity's, else the task's agent.
 func (a *App) worker(runID, taskID, as string) (*run.Run, string, string, error) {
+	return a.taskAndActor(runID, taskID, as, func(r *run.Run, id string) string { return taskAgent(r, id) })
+}
+
+// taskAndActor resolves an operation on a task: its run, its task (id,
+// else the identity's; required) and the agent acting: as, else the
+// identity's, else def(run, task).
+func (a *App) taskAndActor(runID, taskID, as string, def func(*run.Run, string) string) (*run.Run, string, string, error) {
 	id, err := a.task(taskID)
 	if err != nil {
 		return nil, "", "", err
@@ -98,7 +105,7 @@ func (a *App) worker(runID, taskID, as string) (*run.Run, string, string, error)
 		return nil, "", "", err
 	}
 	if actor == "" {
-		actor = taskAgent(r, id)
+		actor = def(r, id)
 	}
 	return r, id, actor, nil
 }

@@ -52,7 +52,7 @@ type Deliver struct {
 	// StopActive, at AtStop, says that a stop was blocked before in this
 	// turn (Claude Code's stop_hook_active).
 	StopActive bool   `json:"stopActive,omitempty" jsonschema:"at stop: a stop was blocked before in this turn"`
-	Task       string `json:"-"` // the worker's task (default: the identity's; none: nothing is delivered)
+	Task       string `json:"-"` // the worker's task (default: the identity's; none: the leader's delivery, or nothing)
 }
 
 // Delivery is what a moment delivers to the agent.
@@ -83,8 +83,10 @@ type Delivery struct {
 // blocked: the count is kept per session beside the worker's heartbeat
 // (run.Run.StopBlocks), reset by every stop that is not a continued one.
 //
-// A request without a task (none given, none in the identity: the
-// agent is no crew worker) delivers nothing and opens nothing. Errors:
+// A request without a task (none given, none in the identity) is the
+// run's leader's when the identity's agent is the leader's name
+// (deliverToLeader); else the agent is no crew agent, and it delivers
+// nothing and opens nothing. Errors:
 // crew.ErrInvalid for an unknown moment or a bad task id, those of
 // opening the run (crew.ErrNotFound) and the task, and I/O errors of
 // the store and of the stop count.
@@ -96,7 +98,7 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 		return nil, fmt.Errorf("unknown moment %q: session-start, tool-result, stop or prompt: %w", req.Moment, crew.ErrInvalid)
 	}
 	if req.Task == "" && a.Identity.Task == "" {
-		return d, nil // not a crew worker
+		return a.deliverToLeader(ctx, req, d)
 	}
 	id, err := a.task(req.Task)
 	if err != nil {
@@ -126,11 +128,47 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	return d, nil
 }
 
-// delivery is one Deliver call for one task.
+// deliverToLeader is Deliver for an agent with no task: the run's
+// leader when the identity's agent (--as, CREW_AGENT) is its name, else
+// no crew agent at all, which gets nothing and opens nothing (a Claude
+// Code session in a project set up for workers, say). The leader is
+// shown what is open for it, as crew pending lists it (workers'
+// questions, reports, failure and timeout notices): all of it in the
+// brief, what it was not shown before at a tool result or a prompt; at
+// a stop, what it was not shown blocks the stop, and once per turn an
+// open question does too (a worker is blocked on it), counted as a
+// worker's stops are (under the reserved name leader).
+func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*Delivery, error) {
+	if a.Identity.As == "" {
+		return d, nil // not a crew agent
+	}
+	r, err := a.Run(req.Run)
+	if err != nil {
+		return nil, err
+	}
+	if !crew.SameID(a.Identity.As, r.Manifest.Leader) {
+		return d, nil // an agent of no task that does not lead this run
+	}
+	w := &delivery{ctx: ctx, r: r, task: run.Leader, req: req, d: d}
+	switch req.Moment {
+	case AtSessionStart:
+		err = w.leaderBrief()
+	case AtToolResult, AtPrompt:
+		err = w.fresh(func(*events.Message) bool { return true })
+	case AtStop:
+		err = w.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// delivery is one Deliver call for one participant.
 type delivery struct {
 	ctx  context.Context
 	r    *run.Run
-	task string
+	task string // a task id, or run.Leader for the leader
 	req  Deliver
 	d    *Delivery
 }
@@ -223,6 +261,11 @@ func (w *delivery) fresh(pick func(*events.Message) bool) error {
 	if err := w.markDelivered(fresh); err != nil {
 		return err
 	}
+	if w.task == run.Leader {
+		w.d.Text = fmt.Sprintf("crew: new for the leader of run %s; answer questions with crew respond TASK (crew_respond), acknowledge reports and notices once acted on (crew ack ID):\n%s",
+			w.r.ID(), listMessages(fresh))
+		return nil
+	}
 	w.d.Text = fmt.Sprintf("crew: new from the leader (run %s, task %s); act on steers before going on, and acknowledge each message once acted on (crew ack --task %s ID):\n%s",
 		w.r.ID(), w.task, w.task, listMessages(fresh))
 	return nil
@@ -246,8 +289,11 @@ func (w *delivery) stop() error {
 		}
 	}
 	t, msgs, err := w.open()
-	if err != nil || t.Status.Terminal() {
+	if err != nil || t != nil && t.Status.Terminal() {
 		return err
+	}
+	if t == nil {
+		return w.leaderStop(msgs, active, session, blocks)
 	}
 	var fresh, unacked []events.Message
 	for _, m := range msgs {
@@ -270,7 +316,13 @@ func (w *delivery) stop() error {
 			fmt.Fprintf(&reason, "crew: your question %s to the leader is still open: wait for the answer with crew await %s (or crew_await), then go on.\n", t.Question, t.Question)
 		}
 	}
-	if reason.Len() == 0 {
+	return w.block(reason.String(), fresh, session, blocks)
+}
+
+// block blocks the stop with reason (none: the agent may stop), marking
+// fresh delivered and counting the block.
+func (w *delivery) block(reason string, fresh []events.Message, session string, blocks int) error {
+	if reason == "" {
 		return nil
 	}
 	if err := w.markDelivered(fresh); err != nil {
@@ -279,9 +331,67 @@ func (w *delivery) stop() error {
 	if err := w.r.SetStopBlocks(w.task, session, blocks+1); err != nil {
 		return err
 	}
-	w.d.Text, w.d.Block = reason.String(), true
+	w.d.Text, w.d.Block = reason, true
 	return nil
 }
+
+// leaderStop is stop for the leader: what it was not shown blocks the
+// stop; questions still open (a worker waits on each) block it once.
+func (w *delivery) leaderStop(msgs []events.Message, active bool, session string, blocks int) error {
+	var fresh, questions []events.Message
+	for _, m := range msgs {
+		switch {
+		case m.Status == events.StatusPending:
+			fresh = append(fresh, m)
+		case m.Kind == events.KindQuestion:
+			questions = append(questions, m)
+		}
+	}
+	var reason strings.Builder
+	if len(fresh) > 0 {
+		fmt.Fprintf(&reason, "crew: before you stop, for the leader of run %s:\n%s", w.r.ID(), listMessages(fresh))
+	}
+	if !active && len(questions) > 0 {
+		fmt.Fprintf(&reason, "crew: workers wait on these questions; answer each with crew respond TASK (crew_respond):\n%s", listMessages(questions))
+	}
+	return w.block(reason.String(), fresh, session, blocks)
+}
+
+// leaderBrief is AtSessionStart's delivery to the leader: the run, its
+// tasks, how to lead with crew, and everything open for it.
+func (w *delivery) leaderBrief() error {
+	_, msgs, err := w.open()
+	if err != nil {
+		return err
+	}
+	st, err := w.r.TaskState()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	m := w.r.Manifest
+	fmt.Fprintf(&b, "You are the crew leader of run %s", m.ID)
+	if m.Title != "" {
+		fmt.Fprintf(&b, " (%s)", m.Title)
+	}
+	fmt.Fprintf(&b, ", as %s. Tasks (%d):\n", m.Leader, len(st.Tasks))
+	for _, t := range st.TaskList() {
+		fmt.Fprintf(&b, "- %s [%s] %s\n", t.ID, t.Status, t.Title)
+	}
+	b.WriteString(leaderRules)
+	if len(msgs) > 0 {
+		fmt.Fprintf(&b, "\nOpen for you (%d):\n%s", len(msgs), listMessages(msgs))
+	}
+	if err := w.markDelivered(msgs); err != nil {
+		return err
+	}
+	w.d.Text = b.String()
+	return nil
+}
+
+// leaderRules is how a leader uses crew, in its brief.
+const leaderRules = `Use crew (the crew_* MCP tools, or the crew command): answer a worker's question with crew respond TASK "..." (the worker is blocked until you do); redirect a worker with crew steer TASK "...", queue work for after its step with crew follow-up, ask a quiet one for status with crew nudge; acknowledge reports and failure notices once acted on (crew ack ID); crew pending lists what is open for you.
+`
 
 // listMessages lists messages for the model: a header line and the body
 // of each.

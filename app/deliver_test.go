@@ -105,3 +105,61 @@ func TestDeliverNoTask(t *testing.T) {
 		t.Fatalf("unknown moment: %v, want crew.ErrInvalid", err)
 	}
 }
+
+// TestDeliverToLeader: an agent with no task whose identity is the run's
+// leader is shown, at each moment, what is open for it: a worker's
+// question at the next tool result (once: it is then delivered), in the
+// brief, and at a stop, which the open question blocks once per turn;
+// an agent with no task that is not the leader gets nothing.
+func TestDeliverToLeader(t *testing.T) {
+	w, r := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(w.Root, app.Identity{Run: "r1", As: "leader"})
+	deliver := func(a *app.App, at app.Moment, active bool) *app.Delivery {
+		t.Helper()
+		d, err := a.Deliver(ctx, app.Deliver{Moment: at, Session: "s1", StopActive: active})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := deliver(leader, app.AtToolResult, false); d.Text != "" {
+		t.Fatalf("nothing open: the leader was shown %q", d.Text)
+	}
+	q, err := w.Ask(ctx, app.Ask{Question: "Postgres or SQLite?"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := deliver(leader, app.AtToolResult, false)
+	if !strings.Contains(d.Text, "Postgres or SQLite?") || len(d.Delivered) != 1 || d.Delivered[0] != q.ID {
+		t.Fatalf("after a worker asked, the leader's tool result shows %q, delivered %v; want the question, delivered", d.Text, d.Delivered)
+	}
+	if d := deliver(leader, app.AtToolResult, false); d.Text != "" {
+		t.Fatalf("a question shown once is shown again at the next tool result: %q", d.Text)
+	}
+	if d := deliver(leader, app.AtSessionStart, false); !strings.Contains(d.Text, "leader of run r1") || !strings.Contains(d.Text, "Postgres or SQLite?") || !strings.Contains(d.Text, "t1 [waiting]") {
+		t.Fatalf("the leader's brief: %q; want the run, its tasks and the open question", d.Text)
+	}
+	if d := deliver(leader, app.AtStop, false); !d.Block || !strings.Contains(d.Text, "crew respond") {
+		t.Fatalf("a stop with a worker waiting: %+v; want it blocked once", d)
+	}
+	if d := deliver(leader, app.AtStop, true); d.Block {
+		t.Fatalf("a continued stop was blocked again for a question already shown: %+v", d)
+	}
+	if _, err := leader.Respond(ctx, app.ToWorker{Task: "t1", Body: "SQLite"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := deliver(leader, app.AtStop, false); d.Block {
+		t.Fatalf("nothing open, the leader's stop was blocked: %+v", d)
+	}
+	stranger := app.New(w.Root, app.Identity{Run: "r1", As: "w1"})
+	if _, err := w.Report(ctx, app.Report{Body: "half done"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := deliver(stranger, app.AtToolResult, false); d.Text != "" {
+		t.Fatalf("an agent that is no leader and has no task was shown %q", d.Text)
+	}
+	if st, _ := r.State(); len(st.OpenFor(run.Leader)) != 1 {
+		t.Fatalf("the report is not open for the leader after the stranger's moment")
+	}
+}

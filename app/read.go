@@ -161,7 +161,8 @@ type Open struct {
 	// Messages are the reader's open messages, most urgent first, then
 	// oldest first: for the leader, the workers' questions and reports
 	// not yet acknowledged (a question no task waits on any more was
-	// answered by default and has Reason run.AnsweredByDefault); for a
+	// answered by default and has Reason run.AnsweredByDefault), and
+	// crew's failure and timeout messages (events.SenderCrew); for a
 	// worker, its messages not yet acknowledged.
 	Messages []events.Message
 	// Lifeless, for the leader only, are the tasks whose worker is quiet,
@@ -180,7 +181,9 @@ type TaskLiveness struct {
 
 // Pending reads what is open for the reader: req.Task's worker (else the
 // identity's task; its reading is a sign of its life), or with none the
-// leader. It marks nothing delivered. A damaged log returns what could
+// leader. It marks nothing delivered. For the leader, the lost workers it
+// finds (supervise.TasksAlive) are recorded before the messages are
+// read, so that their failures are among them. A damaged log returns what could
 // be read with an error wrapping crew.ErrDamaged; so does a failure to
 // read the tasks' liveness (the messages, without Lifeless), or a bad
 // QuietAfter (crew.ErrInvalid; read only for the leader).
@@ -189,25 +192,34 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 	if err != nil {
 		return nil, err
 	}
+	var (
+		st         *state.State
+		live       map[string]*run.Liveness
+		aliveErr   error
+		leader     = who == run.Leader
+		quietErr   error
+		quietAfter = run.DefaultQuietAfter
+	)
+	if leader && req.QuietAfter != "" {
+		quietAfter, quietErr = ParseDuration(req.QuietAfter)
+	}
+	if leader && quietErr == nil {
+		// Before the messages are read: a lost worker found here fails
+		// its task, and the failure's message is then among them.
+		st, live, aliveErr = supervise.TasksAlive(ctx, r, quietAfter)
+	}
 	p, perr := r.Pending(who)
 	if p == nil {
 		return nil, perr
 	}
-	open := &Open{Leader: who == run.Leader, Messages: p.Messages}
-	if who != run.Leader {
+	open := &Open{Leader: leader, Messages: p.Messages}
+	if !leader {
 		return open, perr
 	}
 	if err := answeredByDefault(r, open.Messages); err != nil {
 		return nil, err
 	}
-	quietAfter := run.DefaultQuietAfter
-	if req.QuietAfter != "" {
-		if quietAfter, err = ParseDuration(req.QuietAfter); err != nil {
-			return open, err
-		}
-	}
-	st, live, err := supervise.TasksAlive(ctx, r, quietAfter)
-	if err != nil {
+	if err := errors.Join(quietErr, aliveErr); err != nil {
 		return open, err
 	}
 	open.Lifeless = lifeless(st, live)

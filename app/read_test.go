@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
 )
 
 // newApp makes a state root with run r1 and tasks t1 and t2 (agent
@@ -175,5 +178,61 @@ func TestWatchRouting(t *testing.T) {
 	}
 	if got := watch("leader", 1); len(got) != 1 || got[0] != "t3 leader from t3" {
 		t.Fatalf("the leader's watch: %q", got)
+	}
+}
+
+// A task that fails and a question that times out without a default are
+// open for the leader (crew_pending, crew pending, crew://pending all
+// read Pending) as messages from crew, failures first (priority high),
+// until the leader acknowledges them; a worker's pending does not have
+// them, and no agent may send one.
+func TestPendingTellsTheLeader(t *testing.T) {
+	ctx := context.Background()
+	lead := newApp(t, app.Identity{})
+	r, err := lead.Run("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"t1", "t2"} {
+		if _, err := r.Transition(ctx, id, task.Start, id, "", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	q, _, err := r.Ask(wait, run.SendOptions{Task: "t2", From: "builder", Body: "Which DB?"}, true)
+	if !errors.Is(err, crew.ErrTimeout) {
+		t.Fatalf("ask --wait past its timeout: %v, want timeout", err)
+	}
+	if _, err := r.Transition(ctx, "t1", task.Fail, "leader", "tests do not build", nil); err != nil {
+		t.Fatal(err)
+	}
+	open, err := lead.Pending(ctx, app.Pending{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range open.Messages {
+		got = append(got, strings.Join([]string{m.Kind, m.Task, m.From, m.To, m.Priority, m.Direction}, " ")+": "+m.Body)
+	}
+	want := []string{
+		"failure t1 crew leader high outbox: task t1 failed: tests do not build",
+		"timeout t2 crew leader normal outbox: question " + q.ID + " of task t2 timed out unanswered; its worker went on without an answer. It asked:\nWhich DB?",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the leader's pending:\n%q\nwant\n%q", got, want)
+	}
+	if mine, err := as(lead, app.Identity{Task: "t1"}).Pending(ctx, app.Pending{}); err != nil || len(mine.Messages) != 0 {
+		t.Fatalf("t1's pending: %+v, %v; want nothing", mine, err)
+	}
+	if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindFailure, Task: "t2", From: "builder", Body: "I failed"}); !errors.Is(err, crew.ErrInvalid) {
+		t.Fatalf("a worker sending a failure: %v, want invalid", err)
+	}
+	ids := []string{open.Messages[0].ID, open.Messages[1].ID}
+	if _, err := lead.Ack(ctx, app.Ack{IDs: ids}); err != nil {
+		t.Fatal(err)
+	}
+	if open, err := lead.Pending(ctx, app.Pending{}); err != nil || len(open.Messages) != 0 {
+		t.Fatalf("the leader's pending after ack: %+v, %v", open, err)
 	}
 }

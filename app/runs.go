@@ -50,6 +50,10 @@ type RunWait struct {
 	QuietAfter string `json:"quiet_after,omitempty" jsonschema:"a running task whose worker shows no sign of life for this duration (default 5m) is quiet"`
 	NudgeAfter string `json:"nudge_after,omitempty" jsonschema:"nudge a running task whose worker shows no sign of life for this duration, once per quiet spell (default: never)"`
 	AllowEmpty bool   `json:"allow_empty,omitempty" jsonschema:"a run with no tasks is a success; without it, such a run fails with class conflict (a CI job whose task add failed must not pass)"`
+	// Stop, when the timeout comes (or the wait is interrupted), stops
+	// the run (RunStop) before returning, so that no worker outlives a
+	// CI job.
+	Stop bool `json:"stop,omitempty" jsonschema:"at the timeout, cancel every task that has not ended and stop every worker of the run (as crew_run_stop) before failing"`
 }
 
 // RunReport is the request of RunReport.
@@ -70,6 +74,8 @@ type RunRecord struct {
 	// Live is what each task that has not ended is doing (RunShow), for
 	// people; not in the record.
 	Live map[string]*run.Liveness `json:"-"`
+	// Stopped is what RunWait with Stop stopped when its time was up.
+	Stopped *RunStopped `json:"stopped,omitempty"`
 }
 
 // TaskRecords are the run's tasks, each with what it is doing (Live).
@@ -249,6 +255,11 @@ type Progress struct {
 	// Waiting are the open questions, oldest first (read again only
 	// when the tasks waiting change).
 	Waiting []events.Message
+	// Failed are the tasks whose failure the wait saw since the last
+	// Progress, in task order: at the first, those failed when it
+	// started; then each as it fails (again after a retry), once
+	// (supervise.WaitOptions.Failed).
+	Failed []*state.Task
 }
 
 // RunWait blocks until every task of the run has ended, calling
@@ -285,23 +296,40 @@ func (a *App) RunWait(ctx context.Context, req RunWait, progress func(Progress))
 		}
 	}
 	if progress != nil {
-		o.Progress = waitProgress(r, progress)
+		o.Failed, o.Progress = waitProgress(r, progress)
 	}
 	err = supervise.WaitRunWith(ctx, r, o)
+	var stopped *RunStopped
+	if req.Stop && (errors.Is(err, crew.ErrTimeout) || errors.Is(err, context.Canceled)) {
+		why := "run wait timed out after " + req.Timeout
+		if !errors.Is(err, crew.ErrTimeout) {
+			why = "run wait was interrupted"
+		}
+		var serr error
+		stopped, serr = a.RunStop(context.WithoutCancel(ctx), RunStop{Run: r.ID(), Reason: why})
+		err = errors.Join(err, serr)
+	}
 	st, serr := r.TaskState()
 	if serr != nil {
 		return nil, err
 	}
-	return fullRecord(r.Manifest, st), err
+	rec := fullRecord(r.Manifest, st)
+	rec.Stopped = stopped
+	return rec, err
 }
 
-// waitProgress is supervise's progress callback for RunWait: it hands
-// progress each state with the open questions, read again only when the
-// tasks waiting change.
-func waitProgress(r *run.Run, progress func(Progress)) func(*state.State, map[string]*run.Liveness) {
-	var key string
-	var waiting []events.Message
-	return func(st *state.State, live map[string]*run.Liveness) {
+// waitProgress is supervise's callbacks for RunWait: failed notes each
+// failure, and the progress callback hands progress each state with the
+// failures noted since the last and the open questions, read again only
+// when the tasks waiting change.
+func waitProgress(r *run.Run, progress func(Progress)) (failed func(*state.Task), show func(*state.State, map[string]*run.Liveness)) {
+	var (
+		key     string
+		waiting []events.Message
+		fails   []*state.Task
+	)
+	failed = func(t *state.Task) { fails = append(fails, t) }
+	return failed, func(st *state.State, live map[string]*run.Liveness) {
 		if k := waitingKey(st); k != key {
 			waiting, key = nil, k
 			if k != "" {
@@ -310,7 +338,8 @@ func waitProgress(r *run.Run, progress func(Progress)) func(*state.State, map[st
 				}
 			}
 		}
-		progress(Progress{Run: r.ID(), State: st, Live: live, Waiting: waiting})
+		progress(Progress{Run: r.ID(), State: st, Live: live, Waiting: waiting, Failed: fails})
+		fails = nil
 	}
 }
 

@@ -269,23 +269,10 @@ func tasksAlive(ctx context.Context, r *run.Run, quietAfter string) (*state.Stat
 // else the task's agent when the task is the identity's own (its worker
 // acts), else the run's leader.
 func (a *App) taskActor(runID, id, as string) (*run.Run, string, string, error) {
-	id, err := a.task(id)
-	if err != nil {
-		return nil, "", "", err
-	}
-	r, err := a.Run(runID)
-	if err != nil {
-		return nil, "", "", err
-	}
-	actor, err := a.actor(as, "")
-	if err != nil {
-		return nil, "", "", err
-	}
-	if actor == "" {
-		actor = r.Manifest.Leader
+	return a.taskAndActor(runID, id, as, func(r *run.Run, id string) string {
 		if id == a.Identity.Task {
-			actor = taskAgent(r, id)
+			return taskAgent(r, id)
 		}
-	}
-	return r, id, actor, nil
+		return r.Manifest.Leader
+	})
 }

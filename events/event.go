@@ -14,9 +14,9 @@ const (
 	TaskStarted         = "task.started"
 	TaskWaiting         = "task.waiting" // ask: carries the question
 	TaskResponded       = "task.responded"
-	TaskAskTimedOut     = "task.ask_timed_out"
+	TaskAskTimedOut     = "task.ask_timed_out" // without a default answer: carries a timeout message to the leader
 	TaskCompleted       = "task.completed"
-	TaskFailed          = "task.failed"
+	TaskFailed          = "task.failed" // carries a failure message to the leader
 	TaskCancelled       = "task.cancelled"
 	TaskRetried         = "task.retried"
 	MessageSent         = "message.sent" // steer, follow-up, nudge, report, broadcast
@@ -24,14 +24,15 @@ const (
 	MessageAcknowledged = "message.acknowledged"
 	MessageRejected     = "message.rejected"
 	LogRepaired         = "log.repaired"
-	WorkerStarted       = "worker.started" // crew spawn started a worker process: state.Worker
-	WorkerExited        = "worker.exited"  // it exited, or was found gone: state.WorkerExit
+	WorkerStarted       = "worker.started"    // crew spawn started a worker process: state.Worker
+	WorkerExited        = "worker.exited"     // it exited, or was found gone: state.WorkerExit; failing its task, carries a failure message
+	WorkerStopAsked     = "worker.stop_asked" // its supervisor is asked to stop it (crew run stop): state.StopAsk
 )
 
 // Types lists every event type, for validating `crew events --type`.
 var Types = []string{RunCreated, TaskCreated, TaskStarted, TaskWaiting, TaskResponded,
 	TaskAskTimedOut, TaskCompleted, TaskFailed, TaskCancelled, TaskRetried, MessageSent,
-	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired, WorkerStarted, WorkerExited}
+	MessageDelivered, MessageAcknowledged, MessageRejected, LogRepaired, WorkerStarted, WorkerExited, WorkerStopAsked}
 
 // Event is one line of events.jsonl: an immutable record of something that
 // happened in a run. Seq is 1, 2, 3 … with no gaps, assigned under the run

@@ -17,6 +17,13 @@ func TestKindTable(t *testing.T) {
 		if !ok || k != kinds[i] {
 			t.Errorf("KindOf(%q) = %+v, %v; want the table's row %d", kind, k, ok, i)
 		}
+		if k.Sender == SenderCrew {
+			// Crew's kinds: no verb, to the leader, with a transition.
+			if k.Verb != "" || k.Direction != Outbox || k.Op == "" || k.Event == MessageSent {
+				t.Errorf("%s: crew's kind with verb %q, direction %s, op %q, event %s", kind, k.Verb, k.Direction, k.Op, k.Event)
+			}
+			continue
+		}
 		if v, ok := KindByVerb(k.Verb); !ok || v.Kind != kind {
 			t.Errorf("KindByVerb(%q) = %+v, %v; want %s", k.Verb, v, ok, kind)
 		}
@@ -31,7 +38,10 @@ func TestKindTable(t *testing.T) {
 			t.Errorf("%s: op %q, event %s", kind, k.Op, k.Event)
 		}
 	}
-	for kind, want := range map[string]task.Op{KindQuestion: task.Ask, KindResponse: task.Respond} {
+	if k, ok := KindByVerb(""); ok {
+		t.Errorf("KindByVerb(\"\") = %+v: the kinds crew sends have no verb", k)
+	}
+	for kind, want := range map[string]task.Op{KindQuestion: task.Ask, KindResponse: task.Respond, KindFailure: task.Fail, KindTimeout: task.AskTimeout} {
 		if k, _ := KindOf(kind); k.Op != want {
 			t.Errorf("%s: op %q, want %q", kind, k.Op, want)
 		}
@@ -45,7 +55,8 @@ func TestKindTable(t *testing.T) {
 // a kind this version does not know goes by its direction.
 func TestMessageFileOfEachKind(t *testing.T) {
 	for kind, want := range map[string]string{KindQuestion: "outbox", KindResponse: "inbox", KindSteer: "steering",
-		KindFollowUp: "inbox", KindNudge: "inbox", KindReport: "outbox", KindMessage: "inbox"} {
+		KindFollowUp: "inbox", KindNudge: "inbox", KindReport: "outbox", KindMessage: "inbox",
+		KindFailure: "outbox", KindTimeout: "outbox"} {
 		if got := (&Message{Kind: kind}).File(); got != want {
 			t.Errorf("file of a %s = %q, want %q", kind, got, want)
 		}

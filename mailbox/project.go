@@ -75,6 +75,8 @@ var runTypes = map[string]string{
 	events.KindNudge:    "health_escalation",
 	events.KindReport:   "completion_report",
 	events.KindMessage:  "coordination",
+	events.KindFailure:  "health_escalation",
+	events.KindTimeout:  "coordination",
 }
 
 // RunCopy returns the mail-tree copy of run message m for agent.

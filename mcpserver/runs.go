@@ -11,13 +11,13 @@ import (
 	"github.com/crew-dev/crew/report"
 )
 
-// addRunTools registers the tools that create, list, show, wait for and
-// report on runs, and those of the mail tree outside runs (send, check,
+// addRunTools registers the tools that create, list, show, wait for,
+// stop and report on runs, and those of the mail tree outside runs (send, check,
 // read). Each tool's input is the app request.
 func addRunTools(s *mcp.Server, a *app.App) {
 	tool(s, "crew_run_create", "Create a run (the leader's first step); tasks are added to it with crew_task_add. Returns the run's manifest.",
 		objectSchema, a.RunCreate)
-	tool(s, "crew_run_list", "List the runs of the state root, oldest first, each with a summary of its tasks.",
+	partial(s, "crew_run_list", "List the runs of the state root, oldest first, each with a summary of its tasks.",
 		listSchema("runs", objectSchema), func(ctx context.Context, in app.RunList) (map[string][]any, error) {
 			runs, err := a.RunList(ctx, in)
 			recs := make([]any, 0, len(runs))
@@ -25,25 +25,27 @@ func addRunTools(s *mcp.Server, a *app.App) {
 				recs = append(recs, l.Record())
 			}
 			return list("runs", recs), err
-		})
-	tool(s, "crew_run_show", "Show a run: its manifest, a summary and its tasks.",
-		objectSchema, a.RunShow)
-	tool(s, "crew_run_wait", "Block until every task of the run has ended; fails with class incomplete when one failed or was cancelled, timeout after the timeout, damaged when the log (read whole before the verdict) is damaged, conflict when the run has no tasks (unless allow_empty). Returns the run.",
-		objectSchema, func(ctx context.Context, in app.RunWait) (*app.RunRecord, error) { return a.RunWait(ctx, in, nil) })
+		}, emptyList)
+	partial(s, "crew_run_show", "Show a run: its manifest, a summary and its tasks.",
+		objectSchema, a.RunShow, isNil)
+	partial(s, "crew_run_wait", "Block until every task of the run has ended; fails with class incomplete when one failed or was cancelled, timeout after the timeout, damaged when the log (read whole before the verdict) is damaged, conflict when the run has no tasks (unless allow_empty). Returns the run.",
+		objectSchema, func(ctx context.Context, in app.RunWait) (*app.RunRecord, error) { return a.RunWait(ctx, in, nil) }, isNil)
+	partial(s, "crew_run_stop", "End the run's work (leader): cancel every task that has not ended and stop every worker of the run (each worker's crew spawn sends its process group SIGTERM, then SIGKILL after its grace); returns once their exits are recorded: the tasks cancelled and each worker with how it exited. Fails with class timeout when workers still run then.",
+		objectSchema, a.RunStop, isNil)
 	addRunReport(s, a)
 
 	tool(s, "crew_mail_send", "Deliver a message to an agent's mailbox in the per-agent mail tree (outside runs). Returns the mail.",
 		objectSchema, a.MailSend)
-	tool(s, "crew_mail_check", "List an agent's mail (all agents when none is named) without marking it read.",
+	partial(s, "crew_mail_check", "List an agent's mail (all agents when none is named) without marking it read.",
 		listSchema("mail", objectSchema), func(ctx context.Context, in app.MailCheck) (map[string][]app.Mail, error) {
 			entries, err := a.MailCheck(ctx, in)
 			return list("mail", mails(entries)), err
-		})
-	tool(s, "crew_mail_read", "Read an agent's mail by id, and mark it read.",
+		}, emptyList)
+	partial(s, "crew_mail_read", "Read an agent's mail by id, and mark it read.",
 		listSchema("mail", objectSchema), func(ctx context.Context, in app.MailRead) (map[string][]app.Mail, error) {
 			entries, err := a.MailRead(ctx, in)
 			return list("mail", mails(entries)), err
-		})
+		}, emptyList)
 }
 
 // mails are the messages of entries.

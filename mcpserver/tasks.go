@@ -26,11 +26,11 @@ func addTaskTools(s *mcp.Server, a *app.App) {
 		taskSchema, a.TaskRetry)
 	tool(s, "crew_task_verify", "Run a task's done-when check without completing it. Returns the check's result (command, exitCode, output).",
 		objectSchema, a.TaskVerify)
-	tool(s, "crew_task_list", "List the run's tasks with their status (pending, running, waiting, completed, failed, cancelled).",
+	partial(s, "crew_task_list", "List the run's tasks with their status (pending, running, waiting, completed, failed, cancelled).",
 		listSchema("tasks", taskSchema), func(ctx context.Context, in app.TaskList) (map[string][]app.TaskRecord, error) {
 			recs, err := a.TaskList(ctx, in)
 			return list("tasks", recs), err
-		})
-	tool(s, "crew_task_show", "Show one task: status, agent, title, done-when, open question.",
-		taskSchema, a.TaskShow)
+		}, emptyList)
+	partial(s, "crew_task_show", "Show one task: status, agent, title, done-when, open question.",
+		taskSchema, a.TaskShow, isNil)
 }

@@ -68,8 +68,8 @@ func (rep *Report) mermaid(w io.Writer) {
 		if m.Task == events.Broadcast {
 			task, ok = ids[m.To]
 		}
-		if !ok {
-			continue
+		if k, _ := events.KindOf(m.Kind); !ok || k.Sender == events.SenderCrew {
+			continue // (crew's notices to the leader repeat a task's end, or a question's rejection, drawn already)
 		}
 		from, to, arrow := "L", task, "->>"
 		if m.Direction == events.Outbox {

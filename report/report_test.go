@@ -195,7 +195,7 @@ func TestLoadStatusesAndTimings(t *testing.T) {
 			t.Errorf("counts of %s do not add up: %+v", k.Kind, k)
 		}
 	}
-	if strings.Join(kinds, " ") != "question=3 response=1 steer=1 report=1 message=4" {
+	if strings.Join(kinds, " ") != "question=3 response=1 steer=1 report=1 message=4 failure=1 timeout=1" {
 		t.Errorf("counts: %v", kinds)
 	}
 	if err := rep.Err(); err != nil {
@@ -484,7 +484,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Manifest.ID != "r1" || len(got.Tasks) != 5 || len(got.Messages) != 10 || got.Timings["createdAt"] == nil || len(got.Counts) != 5 {
+	if got.Manifest.ID != "r1" || len(got.Tasks) != 5 || len(got.Messages) != 12 || got.Timings["createdAt"] == nil || len(got.Counts) != 7 {
 		t.Fatalf("json: %d tasks, %d messages, timings %v, %d counts", len(got.Tasks), len(got.Messages), got.Timings, len(got.Counts))
 	}
 	if got.Tasks[0]["id"] != "t1" || got.Tasks[0]["status"] != "completed" || got.Tasks[0]["check"] == nil || got.Tasks[0]["agent"] != "tester" {
@@ -581,7 +581,7 @@ func TestLoadOneTask(t *testing.T) {
 		}
 		kinds = append(kinds, m.Kind+"="+m.Status)
 	}
-	if strings.Join(kinds, " ") != "message=pending steer=rejected" {
+	if strings.Join(kinds, " ") != "message=pending steer=rejected failure=pending" {
 		t.Errorf("end's thread: %v", kinds)
 	}
 	// t1 ran, waited for its answer, ran again and completed.

@@ -6,7 +6,9 @@
 // Pending, Events, Watch), close them (Acknowledge, MarkDelivered), record
 // a supervised worker's start and exit (WorkerStarted, WorkerExited),
 // nudge quiet tasks (NudgeQuiet) and mail outside runs (SendMail,
-// ReadMail).
+// ReadMail). The events that fail a task or time a question out without
+// a default carry crew's message to the leader (kinds failure and
+// timeout, notice.go), open until the leader acknowledges it.
 //
 // Each operation is a validation written as a function of the run's
 // state (package state), handed to store.Log.Commit, which appends the

@@ -241,7 +241,9 @@ var opEvents = map[task.Op]string{
 
 // Transition moves a task with one of start, complete, fail, cancel or
 // retry (docs/state-machine.md). reason is recorded for fail and cancel; data, when not
-// nil, is stored in the event (the done-when result of complete). A refused
+// nil, is stored in the event (the done-when result of complete). A
+// task.failed carries a failure message to the leader, with the reason
+// (notice.go), open until the leader acknowledges it. A refused
 // transition is a *task.TransitionError (crew.ErrConflict); an unknown task
 // is crew.ErrNotFound.
 func (r *Run) Transition(ctx context.Context, id string, op task.Op, actor, reason string, data json.RawMessage) (*state.Task, error) {
@@ -260,6 +262,13 @@ func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reas
 	if !utf8.ValidString(reason) {
 		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
 	}
+	var noticeID string
+	if op == task.Fail {
+		var err error
+		if noticeID, err = newNoticeID(); err != nil {
+			return nil, err
+		}
+	}
 	ev, err := r.log.Commit(ctx, store.Change{State: view, Validate: func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(id)
 		if err != nil {
@@ -274,7 +283,11 @@ func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reas
 				return nil, err
 			}
 		}
-		return &events.Event{Type: typ, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next), Reason: reason, Data: data}, nil
+		ev := &events.Event{Type: typ, Task: t.ID, Actor: actor, From: string(t.Status), To: string(next), Reason: reason, Data: data}
+		if op == task.Fail {
+			ev.Message = failureNotice(noticeID, st, t, reason) // the leader is told (notice.go)
+		}
+		return ev, nil
 	}})
 	if err != nil {
 		return nil, err
@@ -303,7 +316,8 @@ type SendOptions struct {
 // response answers the open question), and refusal for a task that has
 // ended for the kinds without one.
 //
-// Errors: crew.ErrInvalid for a bad body or priority, crew.ErrNotFound for
+// Errors: crew.ErrInvalid for a bad body or priority or a kind crew
+// writes itself (failure, timeout: events.SenderCrew), crew.ErrNotFound for
 // an unknown task, crew.ErrConflict (a *task.TransitionError for question
 // and response) when the task's state does not allow it; a response to a
 // running task whose last question was answered (or timed out) says by
@@ -312,6 +326,9 @@ func (r *Run) Send(ctx context.Context, o SendOptions) (*events.Message, error) 
 	kind, ok := events.KindOf(o.Kind)
 	if !ok {
 		return nil, fmt.Errorf("unknown message kind %q: %w", o.Kind, crew.ErrInvalid)
+	}
+	if kind.Sender == events.SenderCrew {
+		return nil, fmt.Errorf("a %s message is not sent: crew writes it to the leader when a task fails or a question times out: %w", o.Kind, crew.ErrInvalid)
 	}
 	if o.Priority == "" {
 		o.Priority = events.DefaultPriority
@@ -434,11 +451,14 @@ func (r *Run) answeredAlready(te *task.TransitionError) error {
 }
 
 // AskTimedOut records that the worker waiting on question gave up: the
-// task goes back from waiting to running (task.ask_timed_out) and the
-// question is closed. If the question was answered meanwhile, it returns
-// the response and writes nothing.
+// task goes back from waiting to running (task.ask_timed_out), the
+// question is closed (rejected) and the leader is told, by a timeout
+// message open until it acknowledges it (notice.go), which quotes the
+// question. If the question was answered meanwhile, it returns the
+// response and writes nothing.
 func (r *Run) AskTimedOut(ctx context.Context, taskID, questionID, actor string) (*events.Message, error) {
-	return r.askTimedOut(ctx, taskID, questionID, actor, nil)
+	q, _ := r.FindMessage(questionID) // (not found: the notice names its id only; the commit checks it)
+	return r.askTimedOut(ctx, taskID, questionID, q, actor, nil)
 }
 
 // checkAsk checks the deadline and default answer of question o: only
@@ -459,12 +479,18 @@ func (r *Run) checkAsk(o SendOptions) error {
 	return nil
 }
 
-// askTimedOut is AskTimedOut; with def, the question is answered by
-// default: the event records def (state.TimedOutData), and the
-// question stays open for the leader to see (state.MessageUpdates).
-func (r *Run) askTimedOut(ctx context.Context, taskID, questionID, actor string, def *string) (*events.Message, error) {
+// askTimedOut is AskTimedOut for question questionID (q, when not nil,
+// is the question: the notice quotes it); with def, the question is
+// answered by default: the event records def (state.TimedOutData), and
+// the question stays open for the leader to see (state.MessageUpdates),
+// so no notice is written.
+func (r *Run) askTimedOut(ctx context.Context, taskID, questionID string, q *events.Message, actor string, def *string) (*events.Message, error) {
 	var answered bool
-	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+	noticeID, err := newNoticeID()
+	if err != nil {
+		return nil, err
+	}
+	_, err = r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(taskID)
 		if err != nil {
 			return nil, err
@@ -481,6 +507,8 @@ func (r *Run) askTimedOut(ctx context.Context, taskID, questionID, actor string,
 			Reason: "no response before the timeout", MessageIDs: []string{questionID}}
 		if def != nil {
 			ev.Reason, ev.Data = AnsweredByDefault, state.TimedOutData(*def)
+		} else {
+			ev.Message = timeoutNotice(noticeID, st, t, questionID, q)
 		}
 		return ev, nil
 	})

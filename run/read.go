@@ -323,8 +323,9 @@ func (r *Run) closedStatus(id, participant string) (status, to string, err error
 type Pending struct {
 	// Messages are the participant's open messages, most urgent first,
 	// then oldest first. For the leader: the workers' questions (each the
-	// open question of a waiting task) and the reports not yet
-	// acknowledged; for a task: its messages not yet acknowledged.
+	// open question of a waiting task), the reports not yet acknowledged
+	// and crew's failure and timeout messages (notice.go); for a task:
+	// its messages not yet acknowledged.
 	Messages []events.Message `json:"messages,omitempty"`
 	// Task is the participant's task in the same state (nil for the
 	// leader): a caller that needs both reads the run once.

@@ -74,7 +74,7 @@ func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message
 			return m, err
 		}
 		if a != nil && !time.Now().Before(a.Deadline.Time) {
-			m, err := r.askTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, q.From, a.Default)
+			m, err := r.askTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, q, q.From, a.Default)
 			if err == nil && m == nil {
 				err = fmt.Errorf("question %s timed out unanswered at its deadline, %s: %w", q.ID, a.Deadline, crew.ErrTimeout)
 			}
@@ -107,7 +107,7 @@ func (r *Run) Ask(ctx context.Context, o SendOptions, wait bool) (question, resp
 	}
 	m, err := r.awaitFrom(ctx, q)
 	if err != nil && errors.Is(err, crew.ErrTimeout) && ctx.Err() != nil {
-		m, terr := r.AskTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, o.From)
+		m, terr := r.askTimedOut(context.WithoutCancel(ctx), q.Task, q.ID, q, o.From, nil)
 		if terr != nil {
 			return q, nil, terr
 		}

@@ -66,12 +66,17 @@ func (r *Run) WorkerStarted(ctx context.Context, id string, w *state.Worker) err
 // WorkerExited records that task id's worker attempt x.Attempt ended, as
 // x says (worker.exited), unless that is already recorded (another
 // process found it gone first). A task that has not ended fails, with
-// the reason and the end of x.Tail, or with restart goes back to pending
-// for the next attempt (task.Restart). why, when not empty, replaces the
+// the reason and the end of x.Tail (and the event carries a failure
+// message to the leader that quotes them, notice.go), or with restart
+// goes back to pending for the next attempt (task.Restart). why, when not empty, replaces the
 // start of the reason ("worker exited with status 2"). Errors: an
 // unknown task (crew.ErrNotFound), the store's.
 func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, restart bool, why string) error {
-	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+	noticeID, err := newNoticeID()
+	if err != nil {
+		return err
+	}
+	_, err = r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		t, err := st.Task(id)
 		if err != nil {
 			return nil, err
@@ -88,6 +93,7 @@ func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, 
 		}
 		op := task.Fail
 		ev.Reason = why + tailReason(x.Tail)
+		restart = restart && x.Stopped == nil // a stopped worker is not started again
 		if restart {
 			op = task.Restart
 			ev.Reason = fmt.Sprintf("%s; starting attempt %d", why, x.Attempt+1)
@@ -100,9 +106,40 @@ func (r *Run) WorkerExited(ctx context.Context, id string, x *state.WorkerExit, 
 			return nil, err
 		}
 		ev.From, ev.To = string(t.Status), string(next)
+		if op == task.Fail {
+			ev.Message = failureNotice(noticeID, st, t, ev.Reason) // the leader is told (notice.go)
+		}
 		return ev, nil
 	})
 	return err
+}
+
+// AskStop records worker.stop_asked for task id: a request that the
+// supervisor of its live worker (the crew spawn that started it, on the
+// worker's machine) stop it (state.StopAsk; docs/concepts.md, Stopping
+// workers), with reason, by actor. A task ended by anyone other than its
+// worker needs none: the event that ended it asks already. It returns
+// the worker asked to stop, or nil when the task has no live worker or
+// its stop was asked already (no event is written then). Errors: an
+// unknown task (crew.ErrNotFound), the store's.
+func (r *Run) AskStop(ctx context.Context, id, actor, reason string) (*state.Worker, error) {
+	var asked *state.Worker
+	_, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
+		t, err := st.Task(id)
+		if err != nil {
+			return nil, err
+		}
+		w := t.Live()
+		if w == nil || w.Stop != nil {
+			return nil, nil
+		}
+		asked = w
+		return &events.Event{Type: events.WorkerStopAsked, Task: t.ID, Actor: actor, Reason: reason, Data: state.StopAskData(w.Attempt)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return asked, nil
 }
 
 // tailReason is the end of a worker's output as a reason quotes it:

@@ -108,6 +108,7 @@ func (s *State) transition(t *Task, e *events.Event, effects []Effect) []Effect 
 	case task.Completed, task.Failed, task.Cancelled:
 		at := e.At
 		t.EndedAt, t.Reason = &at, e.Reason
+		askStop(t, e)
 	case task.Pending:
 		t.Reason, t.EndedAt = "", nil // retried: it has not ended now
 	}

@@ -12,7 +12,11 @@
 //     the task state machine itself is package task.
 //   - a message is open from its message.sent (or task.waiting,
 //     task.responded) event until it is acknowledged or rejected; it is
-//     pending until its recipient reads it (message.delivered).
+//     pending until its recipient reads it (message.delivered). Crew's
+//     notices to the leader (kinds failure and timeout) are messages too,
+//     carried by the event that fails a task (task.failed, worker.exited)
+//     or times a question out: open for the leader like a report; an
+//     event without one (a log written before them) opens nothing.
 //   - a task's open question closes when the task leaves waiting: it is
 //     answered, timed out or moot.
 //   - a broadcast has one copy per recipient task, keyed id@task (Key).

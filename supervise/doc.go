@@ -4,8 +4,11 @@
 // whether a recorded worker's process is gone and records the exits that
 // no one saw (Reap; ReapRoot over every run, as crew serve does each
 // second), keeps heartbeats (Heartbeat, Alive) and worker logs
-// (WorkerLog, OpenWorkerLog), says what each task is doing (Liveness, TasksAlive), and
-// waits for a run while watching its workers (WaitRun).
+// (WorkerLog, OpenWorkerLog), says what each task is doing (Liveness,
+// TasksAlive), waits for a run while watching its workers (WaitRun),
+// and stops workers: a crew spawn stops its worker when the log asks it
+// to (state.Worker.Stop; stop.go), and AwaitStopped waits for a run's
+// workers to be gone, stopping itself those whose crew spawn died.
 //
 // Imports go one way: supervise imports run, never the reverse. What a
 // worker's start and exit do to a task is an operation of the run

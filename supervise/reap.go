@@ -20,10 +20,16 @@ import (
 // its task if it had not ended. It returns how many it recorded. A
 // worker on another machine is left to crew commands run there.
 func Reap(ctx context.Context, r *run.Run, st *state.State) (int, error) {
+	return reap(ctx, r, st, nil)
+}
+
+// reap is Reap, leaving out the tasks skip names (those whose exits
+// AwaitStopped records itself).
+func reap(ctx context.Context, r *run.Run, st *state.State, skip map[string]*orphan) (int, error) {
 	n := 0
 	for _, t := range st.TaskList() {
 		w := t.Live()
-		if w == nil || !Gone(w) {
+		if w == nil || skip[t.ID] != nil || !Gone(w) {
 			continue
 		}
 		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tail.File(w.Log, 0, run.CheckTail)}

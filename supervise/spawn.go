@@ -31,6 +31,10 @@ type SpawnOptions struct {
 	Terminal bool
 	Tmux     string   // the tmux window (SESSION:WINDOW) the worker runs in, recorded in worker.started
 	Env      []string // more environment variables (NAME=VALUE) for the worker
+	// Grace is how long a worker that is stopped has between SIGTERM
+	// and SIGKILL (state.DefaultGrace when 0); recorded in
+	// worker.started.
+	Grace time.Duration
 	// Started, when not nil, is called once each attempt's worker.started
 	// is recorded.
 	Started func(*state.Worker)
@@ -47,17 +51,31 @@ type SpawnOptions struct {
 // o.Retries allows, puts it back to pending (task.Restart) and starts
 // the next attempt. It returns how the last attempt ended.
 //
+// While the worker runs, Spawn watches the run's log: when the worker's
+// stop is asked there (state.Worker.Stop: its task was ended by someone
+// other than its worker, or crew run stop asked), it stops the worker
+// (SIGTERM to its process group, SIGKILL after o.Grace) and records how
+// in worker.exited (state.Stopped). A stopped worker is not started
+// again. The same holds on every store: the request is in the log, and
+// the crew spawn on the worker's machine carries it out.
+//
 // Errors: crew.ErrNotFound for an unknown task; crew.ErrConflict for a
 // terminal task or one whose worker still runs (naming its pid);
 // crew.ErrInvalid for no command, negative retries or a command that
-// cannot start. When ctx is cancelled, the worker's process group gets
-// SIGTERM, its exit is recorded, and ctx's error is returned.
+// cannot start. When ctx is cancelled, the worker is stopped the same
+// way, its exit is recorded, and ctx's error is returned.
 func Spawn(ctx context.Context, r *run.Run, o SpawnOptions) (*state.WorkerExit, error) {
 	if len(o.Command) == 0 {
 		return nil, fmt.Errorf("no command to run for task %s: give it after --: %w", o.Task, crew.ErrInvalid)
 	}
 	if o.Retries < 0 {
 		return nil, fmt.Errorf("--retries %d: give 0 or more: %w", o.Retries, crew.ErrInvalid)
+	}
+	if o.Grace < 0 {
+		return nil, fmt.Errorf("--grace %s: give 0 or more: %w", o.Grace, crew.ErrInvalid)
+	}
+	if o.Grace == 0 {
+		o.Grace = state.DefaultGrace
 	}
 	if _, err := CheckSpawn(ctx, r, o.Task); err != nil {
 		return nil, err
@@ -69,7 +87,7 @@ func Spawn(ctx context.Context, r *run.Run, o SpawnOptions) (*state.WorkerExit, 
 	for attempt := 0; ; attempt++ {
 		more := attempt < o.Retries
 		exit, err = runAttempt(ctx, r, o, more)
-		if err != nil || ctx.Err() != nil || !more {
+		if err != nil || ctx.Err() != nil || !more || exit.Stopped != nil {
 			return exit, errors.Join(err, ctx.Err())
 		}
 		st, err := r.TaskState()
@@ -121,9 +139,12 @@ func runAttempt(ctx context.Context, r *run.Run, o SpawnOptions, more bool) (*st
 	if o.Started != nil {
 		o.Started(w)
 	}
-	waitWorker(ctx, cmd)
+	stopped := superviseWorker(ctx, r, t.ID, w, cmd, o.Grace)
+	if o.Terminal {
+		TakeTerminal(os.Stdin)
+	}
 	x := exitOf(cmd.ProcessState, w)
-	x.Tail = tail.File(logPath, from, run.CheckTail)
+	x.Tail, x.Stopped = tail.File(logPath, from, run.CheckTail), stopped
 	fmt.Fprintf(out, "--- crew: task %s, attempt %d: worker %s\n", t.ID, n, x.Describe())
 	return x, r.WorkerExited(context.WithoutCancel(ctx), t.ID, x, more && ctx.Err() == nil, "")
 }
@@ -145,8 +166,10 @@ func CheckSpawn(ctx context.Context, r *run.Run, id string) (*state.Task, error)
 // workerCommand is the command of attempt n: o.Command in the run's
 // directory, with the task's identity in its environment, its output
 // into out (or on this process's terminal), leading a process group of
-// its own unless it runs on the terminal, where it must be in the
-// foreground to read what a person types.
+// its own, which is stopped whole. On a terminal, its group is made the
+// terminal's foreground group, to read what a person types and to get
+// the Ctrl-C they type (foreground); crew spawn takes the terminal back
+// when it has exited (TakeTerminal).
 func workerCommand(r *run.Run, t *state.Task, n int, o SpawnOptions, out *os.File) *exec.Cmd {
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
 	cmd.Dir = workDir(r)
@@ -157,6 +180,7 @@ func workerCommand(r *run.Run, t *state.Task, n int, o SpawnOptions, out *os.Fil
 	cmd.Env = append(append(os.Environ(), o.Env...), env...)
 	if o.Terminal {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		foreground(cmd, os.Stdin)
 		return cmd
 	}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -182,30 +206,7 @@ func workerOf(pid, n int, o SpawnOptions, logPath string) *state.Worker {
 	host, _ := os.Hostname()
 	self, child := proc.Self(), proc.Of(pid)
 	return &state.Worker{Attempt: n, PID: pid, Start: child.Start, Host: host, Boot: child.Boot, Command: o.Command,
-		Supervisor: self.PID, SupervisorStart: self.Start, Log: logPath, Tmux: o.Tmux}
-}
-
-// waitWorker waits for cmd to exit. When ctx ends first (Ctrl-C,
-// SIGTERM, SIGHUP of crew spawn), the worker's process group gets
-// SIGTERM, and SIGKILL if it has not exited 10 seconds later.
-func waitWorker(ctx context.Context, cmd *exec.Cmd) {
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return
-	case <-ctx.Done():
-	}
-	stopGroup(cmd, syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		stopGroup(cmd, syscall.SIGKILL)
-		<-done
-	}
+		Supervisor: self.PID, SupervisorStart: self.Start, Log: logPath, Tmux: o.Tmux, Grace: o.Grace.Milliseconds()}
 }
 
 // exitOf is how process ps of worker w ended.

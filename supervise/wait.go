@@ -9,6 +9,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/task"
 )
 
 // WaitRun blocks until every task of r is terminal: WaitRunWith with
@@ -34,6 +35,11 @@ type WaitOptions struct {
 	// shown no sign of life for that long, once per quiet spell: not
 	// again until it shows one (run.Run.NudgeQuiet).
 	NudgeAfter time.Duration
+	// Failed, if not nil, is called once for each failure of a task the
+	// wait sees, as it sees it (before Progress): each task failed when
+	// the wait starts, then each that fails while it waits (again after
+	// a retry), in task order.
+	Failed func(*state.Task)
 	// AllowEmpty makes a run with no tasks a success (nil at once);
 	// without it, such a run is crew.ErrConflict: a CI job whose task
 	// add failed must not pass for one whose tasks all completed.
@@ -60,12 +66,16 @@ const poll = time.Second
 func WaitRunWith(ctx context.Context, r *run.Run, o WaitOptions) error {
 	w := r.Watch()
 	defer w.Close()
+	told := map[string]time.Time{} // task id -> the end of the failure told
 	for {
 		st, err := reapState(ctx, r)
 		if err != nil {
 			return err
 		}
 		live := Liveness(r, st, o.QuietAfter, time.Now())
+		if o.Failed != nil {
+			tellFailed(st, told, o.Failed)
+		}
 		if o.Progress != nil {
 			o.Progress(st, live)
 		}
@@ -90,6 +100,18 @@ func WaitRunWith(ctx context.Context, r *run.Run, o WaitOptions) error {
 		if err != nil && ctx.Err() != nil {
 			return ctxErr(ctx.Err(), "waiting for run "+r.ID())
 		}
+	}
+}
+
+// tellFailed calls failed with each task of st that failed and is not
+// in told with the same end, and notes it there.
+func tellFailed(st *state.State, told map[string]time.Time, failed func(*state.Task)) {
+	for _, t := range st.TaskList() {
+		if t.Status != task.Failed || t.EndedAt == nil || told[t.ID].Equal(t.EndedAt.Time) {
+			continue
+		}
+		told[t.ID] = t.EndedAt.Time
+		failed(t)
 	}
 }
 
@@ -122,4 +144,32 @@ func ctxErr(err error, doing string) error {
 		return fmt.Errorf("timed out %s: %w", doing, crew.ErrTimeout)
 	}
 	return err
+}
+
+// WaitEnded blocks until every task of r has ended (run.Ended; a run
+// with no tasks has not), reaping lost workers as it goes, or until ctx
+// ends (ctx's error). crew spawn in a tmux window waits so, after its
+// worker exited, to keep the window open until the run ends. A damaged
+// log is its error (crew.ErrDamaged).
+func WaitEnded(ctx context.Context, r *run.Run) error {
+	w := r.Watch()
+	defer w.Close()
+	for {
+		st, err := reapState(ctx, r)
+		if err != nil {
+			return err
+		}
+		if err := st.Err(); err != nil {
+			return err
+		}
+		if ended, _ := run.Ended(st); ended && len(st.Tasks) > 0 {
+			return nil
+		}
+		wctx, cancel := context.WithTimeout(ctx, poll)
+		w.Wait(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/task"
 )
 
 // sendOp is the operation of a task action that sends a message (the
@@ -35,16 +33,22 @@ func (s *Server) sendOp(action string) func(context.Context, app.ToWorker) (*eve
 	return nil
 }
 
-// taskOps is the transition of each task action that moves a task (crew
-// task cancel, crew task retry).
-var taskOps = map[string]task.Op{
-	"cancel": task.Cancel,
-	"retry":  task.Retry,
+// moveOp is the operation of a task action that moves a task (crew task
+// cancel, crew task retry), nil for another action.
+func (s *Server) moveOp(action string) func(context.Context, app.TaskMove) (*app.TaskRecord, error) {
+	switch action {
+	case "cancel":
+		return s.app.TaskCancel
+	case "retry":
+		return s.app.TaskRetry
+	}
+	return nil
 }
 
 // taskAction carries out an action on one task: a message (sendOp,
 // through package app as the command line and crew mcp send) or a
-// transition (taskOps), recorded with the server's actor. It returns to
+// transition (moveOp), both through package app as the command line
+// and crew mcp move tasks, recorded with the server's actor. It returns to
 // the page the form came from with the outcome or the error.
 func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
 	rn, err := s.open(r.PathValue("run"))
@@ -58,17 +62,17 @@ func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var text string
-	switch send, op := s.sendOp(action), taskOps[action]; {
+	switch send, move := s.sendOp(action), s.moveOp(action); {
 	case send != nil:
 		var m *events.Message
 		m, err = send(r.Context(), app.ToWorker{Run: rn.ID(), Task: id, Body: formBody(r), Priority: r.PostFormValue("priority")})
 		if err == nil {
 			text = fmt.Sprintf("%s sent to %s as %s (seq %d, message %s)", m.Kind, id, m.From, m.Seq, m.ID)
 		}
-	case op != "":
-		var t *state.Task
+	case move != nil:
+		var t *app.TaskRecord
 		actor := s.actorFor(rn)
-		t, err = rn.Transition(r.Context(), id, op, actor, r.PostFormValue("reason"), nil)
+		t, err = move(r.Context(), app.TaskMove{Run: rn.ID(), Task: id, Reason: r.PostFormValue("reason"), As: actor})
 		if err == nil {
 			text = fmt.Sprintf("%s is %s (by %s)", id, t.Status, actor)
 		}
@@ -104,7 +108,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := r.PostForm["id"]
-	err = rn.Acknowledge(r.Context(), run.Leader, ids, false, "")
+	_, err = s.app.Ack(r.Context(), app.Ack{Run: rn.ID(), IDs: ids})
 	s.done(w, r, rn, "acknowledge", "acknowledged "+strings.Join(ids, ", "), err)
 }
 

@@ -123,7 +123,7 @@ type board struct {
 	Manifest state.Manifest
 	Summary  string
 	Columns  []column
-	Reports  []events.Message // open reports, newest last
+	Reports  []events.Message // open reports and crew's notices (failure, timeout), newest last
 	More     int              // open reports not shown
 }
 
@@ -131,7 +131,8 @@ type board struct {
 const maxReports = 50
 
 // boardPage shows a run's tasks in columns by state, with the open
-// question of each waiting task inline and the open reports. It reads
+// question of each waiting task inline, and the rest of what is open for
+// the leader to acknowledge: reports, and crew's failures and timeouts. It reads
 // the state (snapshot and the log after it) with the leader's open
 // messages, and the bodies of those it shows.
 func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +236,7 @@ type thread struct {
 	Task     *report.Task
 	Life     *run.Liveness // what it is doing, while it is underway
 	Messages []*report.Message
-	Open     []*report.Message // reports from the task not yet acknowledged
+	Open     []*report.Message // what the leader has of the task to acknowledge: reports, crew's failures and timeouts
 	Lanes    chart
 }
 
@@ -262,7 +263,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		th.Life = supervise.Liveness(rn, st, s.quiet, time.Now())[id]
 	}
 	for _, m := range rep.Messages {
-		if m.Direction == events.Outbox && m.Kind == events.KindReport && m.Status != events.StatusAcknowledged && m.Status != events.StatusRejected {
+		if m.Direction == events.Outbox && m.Kind != events.KindQuestion && m.Status != events.StatusAcknowledged && m.Status != events.StatusRejected {
 			th.Open = append(th.Open, m)
 		}
 	}

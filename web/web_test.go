@@ -471,3 +471,35 @@ func TestActionsReturnOnlyToThisServer(t *testing.T) {
 		t.Errorf("back to the thread: redirected to %q", loc)
 	}
 }
+
+// A failed task is open for the leader to acknowledge on the board and
+// on the task's page, as a report is: crew's failure message, with the
+// reason; acknowledging it takes it off both.
+func TestBoardShowsFailures(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t)
+	_, err := f.run.Transition(context.Background(), "t2", task.Fail, "leader", "no <disk>", nil)
+	must(t, err)
+	p, err := f.run.Pending(run.Leader)
+	must(t, err)
+	if len(p.Messages) != 1 || p.Messages[0].Kind != events.KindFailure {
+		t.Fatalf("the leader's pending: %+v, want t2's failure", p.Messages)
+	}
+	id := p.Messages[0].ID
+	_, board := get(t, c, f.base+"/runs/r1/")
+	if !strings.Contains(board, `<article class="msg report failure">`) || !strings.Contains(board, "task t2 failed: no &lt;disk&gt;") ||
+		!strings.Contains(board, `name="id" value="`+id+`"`) {
+		t.Fatalf("the board does not show t2's failure to acknowledge:\n%s", board)
+	}
+	_, page := get(t, c, f.base+"/runs/r1/tasks/t2")
+	if !strings.Contains(page, `value="`+id+`"><button type="submit">Acknowledge failure `) {
+		t.Fatalf("t2's page has no acknowledge for its failure:\n%s", page)
+	}
+	resp := post(t, c, f, "/runs/r1/ack", f.base, url.Values{"csrf": {f.web.CSRF()}, "id": {id}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("ack: %s", resp.Status)
+	}
+	if _, board := get(t, c, f.base+"/runs/r1/"); strings.Contains(board, "task t2 failed") {
+		t.Fatalf("acknowledged, the failure is still on the board:\n%s", board)
+	}
+}

@@ -56,9 +56,6 @@ func eventText(ev *events.Event) string {
 	case ev.To != "":
 		fmt.Fprintf(&b, "  -> %s", ev.To)
 	}
-	if m := ev.Message; m != nil {
-		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
-	}
 	if len(ev.MessageIDs) > 0 {
 		fmt.Fprintf(&b, "  %s", human.Count(len(ev.MessageIDs), "message"))
 	}
@@ -66,12 +63,17 @@ func eventText(ev *events.Event) string {
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, "  reason %q", shorten(ev.Reason, 60))
 	}
+	if m := ev.Message; m != nil {
+		// Last: an event that fails a task or times a question out
+		// carries crew's message to the leader after its reason.
+		fmt.Fprintf(&b, "  %s %q", m.Kind, shorten(m.Body, 60))
+	}
 	return b.String()
 }
 
 // detailText is what eventText adds for worker.started ("  attempt 1
 // pid 42 on host: cmd"), worker.exited ("  attempt 1 pid 42 exited with
-// status 2") and a task.ask_timed_out that answered by default
+// status 2"), worker.stop_asked ("  attempt 1") and a task.ask_timed_out that answered by default
 // ("  answered by default \"…\""), and "" for other events.
 func detailText(ev *events.Event) string {
 	switch ev.Type {
@@ -88,6 +90,11 @@ func detailText(ev *events.Event) string {
 		var x state.WorkerExit
 		if json.Unmarshal(ev.Data, &x) == nil {
 			return fmt.Sprintf("  attempt %d pid %d %s", x.Attempt, x.PID, x.Describe())
+		}
+	case events.WorkerStopAsked:
+		var a struct{ Attempt int }
+		if json.Unmarshal(ev.Data, &a) == nil {
+			return fmt.Sprintf("  attempt %d", a.Attempt)
 		}
 	}
 	return ""

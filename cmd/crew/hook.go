@@ -83,7 +83,7 @@ func hookCommand() *cli.Command {
 			Usage:     a.title + " hooks (" + a.eventNames(", ", " and ") + "): the hook's JSON input on standard input, its JSON answer on standard output",
 			UsageText: "CREW_RUN=r1 CREW_TASK=t1 crew hook " + a.name + " " + a.events[1].name + " < hook-input.json",
 			ArgsUsage: "EVENT",
-			Flags:     []cli.Flag{runFlag, taskFlag},
+			Flags:     []cli.Flag{runFlag, taskFlag, asFlag},
 			Action:    func(c *cli.Context) error { return agentHook(c, a) },
 		})
 	}

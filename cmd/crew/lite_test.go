@@ -87,7 +87,7 @@ func TestLiteBuildHandsOver(t *testing.T) {
 	if out, stderr, code := crew([]string{"CREW_DIR="}, "--store", url, "run", "create", "--id", "r1"); code != 0 || out != "r1\n" {
 		t.Fatalf("run create --store: exit %d, %q, %s", code, out, stderr)
 	}
-	if out, stderr, code := crew([]string{"CREW_DIR=", "CREW_STORE=" + url}, "run", "list"); code != 0 || !strings.HasPrefix(out, "r1 ") {
+	if out, stderr, code := crew([]string{"CREW_DIR=", "CREW_STORE=" + url}, "run", "list"); code != 0 || !strings.Contains(out, "\nr1 ") {
 		t.Fatalf("run list with CREW_STORE: exit %d, %q, %s", code, out, stderr)
 	}
 	// crew serve: crew-full serves the dashboard; its first line is the URL.

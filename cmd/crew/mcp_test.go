@@ -350,7 +350,7 @@ var mcpTools = []string{
 	"crew_ack", "crew_ask", "crew_await", "crew_broadcast", "crew_events", "crew_follow_up", "crew_heartbeat", "crew_inbox",
 	"crew_mail_check", "crew_mail_read", "crew_mail_send", "crew_nudge", "crew_outbox", "crew_pending",
 	"crew_reject", "crew_report", "crew_respond", "crew_run_create", "crew_run_list", "crew_run_report",
-	"crew_run_show", "crew_run_wait", "crew_steer", "crew_task_add", "crew_task_cancel", "crew_task_complete",
+	"crew_run_show", "crew_run_stop", "crew_run_wait", "crew_steer", "crew_task_add", "crew_task_cancel", "crew_task_complete",
 	"crew_task_fail", "crew_task_list", "crew_task_retry", "crew_task_show", "crew_task_start", "crew_task_verify",
 }
 
@@ -426,11 +426,16 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 	if res := mcpTry(t, ctx, lead, "crew_run_report", map[string]any{"format": "markdown"}); res.IsError || !strings.Contains(mcpText(res), "w1") {
 		t.Fatalf("crew_run_report markdown: %s", mcpText(res))
 	}
-	// w2 was cancelled: the run ended, not all completed (exit 6).
-	if res := mcpTry(t, ctx, lead, "crew_run_wait", map[string]any{"timeout": "1m"}); !res.IsError || !strings.HasPrefix(mcpText(res), "incomplete (exit 6)") {
+	// w2 was cancelled: the run ended, not all completed (exit 6); the
+	// run's record comes with the error, as crew run wait --json prints it.
+	if res := mcpTry(t, ctx, lead, "crew_run_wait", map[string]any{"timeout": "1m"}); !res.IsError || !strings.HasPrefix(mcpText(res), "incomplete (exit 6)") ||
+		!strings.Contains(mcpText(res), "printed before the error:\n{") || !strings.Contains(mcpText(res), `"status":"cancelled"`) {
 		t.Fatalf("crew_run_wait: %s", mcpText(res))
 	}
 	called["crew_run_wait"] = true
+	if st := call(lead, "crew_run_stop", nil); st["run"] != "r1" || len(st["cancelled"].([]any)) != 0 {
+		t.Fatalf("crew_run_stop: %v", st)
+	}
 	if ev := call(lead, "crew_events", map[string]any{"types": []string{"task.completed"}}); len(ev["events"].([]any)) != 1 {
 		t.Fatalf("crew_events: %v", ev)
 	}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ func runCommand() *cli.Command {
 		Usage:     "create, list, show, wait for and report on runs",
 		UsageText: "crew run create --id r1 --title \"fix the build\"\ncrew run list\ncrew run wait r1 --timeout 30m",
 		Subcommands: []*cli.Command{
-			runCreateCommand(), runListCommand(), runShowCommand(), runWaitCommand(), runReportCommand(),
+			runCreateCommand(), runListCommand(), runShowCommand(), runWaitCommand(), runStopCommand(), runReportCommand(),
 		},
 	}
 }
@@ -145,6 +146,7 @@ func runWaitCommand() *cli.Command {
 		Flags: []cli.Flag{runFlag, quietAfterFlag, nudgeAfterFlag,
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 30s, 10m); default: wait forever"},
 			&cli.BoolFlag{Name: "allow-empty", Usage: "a run with no tasks is a success (exit 0), not exit 3"},
+			&cli.BoolFlag{Name: "stop", Usage: "when the timeout comes (or on Ctrl-C), stop the run as crew run stop does before exiting, so that no worker outlives the job"},
 		},
 		Action: runWait,
 	}
@@ -158,14 +160,64 @@ func runWait(c *cli.Context) error {
 	}
 	p := newProgress(e)
 	rec, err := e.app().RunWait(c.Context, app.RunWait{Run: id, Timeout: c.String("timeout"), QuietAfter: c.String("quiet-after"),
-		NudgeAfter: c.String("nudge-after"), AllowEmpty: c.Bool("allow-empty")}, p.show)
+		NudgeAfter: c.String("nudge-after"), AllowEmpty: c.Bool("allow-empty"), Stop: c.Bool("stop")}, p.show)
 	if p.tty {
 		fmt.Fprintln(e.stderr)
 	}
 	if rec != nil {
 		e.emit(rec, rec.Summary)
+		if rec.Stopped != nil && !e.json {
+			printStopped(e, e.stderr, rec.Stopped)
+		}
 	}
 	return err
+}
+
+func runStopCommand() *cli.Command {
+	return &cli.Command{
+		Name: "stop",
+		Usage: "end a run's work: cancel every task that has not ended and stop every worker of the run (each crew spawn sends its worker SIGTERM, " +
+			"then SIGKILL after its --grace); waits until the workers' exits are recorded: exit 5 if some still run",
+		UsageText: "crew run stop r1\ncrew run stop --reason \"the build is fixed\"",
+		ArgsUsage: "[RUN]",
+		Flags:     []cli.Flag{runFlag, asFlag, &cli.StringFlag{Name: "reason", Usage: "why, in `TEXT`, recorded in each task it cancels (default: run stopped)"}},
+		Action:    runStop,
+	}
+}
+
+func runStop(c *cli.Context) error {
+	e := newEnv(c)
+	id, err := e.runArg()
+	if err != nil {
+		return err
+	}
+	rec, err := e.app().RunStop(c.Context, app.RunStop{Run: id, Reason: c.String("reason")})
+	if rec != nil {
+		if e.json {
+			e.emit(rec, "")
+		} else {
+			printStopped(e, e.stdout, rec)
+		}
+	}
+	return err
+}
+
+// printStopped prints what run stop did to w: a line per task it
+// cancelled and per worker it had stopped.
+func printStopped(e *env, w io.Writer, rec *app.RunStopped) {
+	for _, id := range rec.Cancelled {
+		fmt.Fprintf(w, "%s cancelled\n", id)
+	}
+	for _, sw := range rec.Workers {
+		how := "still runs"
+		if sw.Exit != nil {
+			how = sw.Exit.Describe()
+		}
+		fmt.Fprintf(w, "%s: worker pid %d on %s %s\n", sw.Task, sw.PID, human.Escape(sw.Host), human.Escape(how))
+	}
+	if len(rec.Cancelled) == 0 && len(rec.Workers) == 0 {
+		fmt.Fprintf(w, "run %s: nothing to stop: every task has ended and no worker runs\n", rec.Run)
+	}
 }
 
 // progress shows run wait's progress on stderr: one line redrawn on a
@@ -191,8 +243,20 @@ func newProgress(e *env) *progress {
 // nudgeAfterFlag is the --nudge-after of run wait and watch.
 var nudgeAfterFlag = &cli.StringFlag{Name: "nudge-after", Usage: "nudge a running task whose worker shows no sign of life for `DURATION`, once per quiet spell"}
 
-// show is app.RunWait's progress callback: it prints the run's progress.
+// show is app.RunWait's progress callback: it prints each failure the
+// wait has just seen on a line of its own ("crew: run r1: t2 failed:
+// disk full", the first line of the reason), then the run's progress.
 func (p *progress) show(pr app.Progress) {
+	for _, t := range pr.Failed {
+		line := t.ID + " failed"
+		if why, _, _ := strings.Cut(t.Reason, "\n"); why != "" {
+			line += ": " + why
+		}
+		if p.tty {
+			fmt.Fprint(p.e.stderr, "\r\x1b[K") // above the progress line, drawn again below it
+		}
+		fmt.Fprintf(p.e.stderr, "crew: run %s: %s\n", pr.Run, human.Escape(line))
+	}
 	line := progressLine(pr.State, pr.Waiting) + livenessLine(pr.State, pr.Live)
 	switch {
 	case p.tty:

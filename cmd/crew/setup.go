@@ -25,11 +25,13 @@ func setupCommand() *cli.Command {
 		Name:  "setup",
 		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml) or gemini (.gemini/settings.json: MCP server and hooks)",
 		UsageText: "crew setup claude\ncrew setup claude --task t1 --run r1   # a worker's own checkout\n" +
+			"crew setup claude --as leader --run r1   # the leader's session\n" +
 			"crew setup codex --dry-run",
 		ArgsUsage: "claude|codex|gemini",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "pin the run `ID` in the configuration (default: CREW_RUN of the agent's environment)"},
 			&cli.StringFlag{Name: "task", Usage: "pin the worker's task `ID` (default: CREW_TASK of the agent's environment)"},
+			&cli.StringFlag{Name: "as", Usage: "pin the acting agent `NAME`: the run's leader's name sets up a leader's session (its hooks show it the workers' questions, reports and failures)"},
 			&cli.StringFlag{Name: "project", Usage: "the project `DIR` whose configuration to write", Value: "."},
 			&cli.BoolFlag{Name: "dry-run", Usage: "show what would change, write nothing"},
 		},
@@ -50,9 +52,9 @@ func setup(c *cli.Context) error {
 		return fmt.Errorf("setup takes the agent: claude, codex or gemini: %w", crew.ErrInvalid)
 	}
 	pin := []string{}
-	for _, name := range []string{"run", "task"} {
+	for _, name := range []string{"run", "task", "as"} {
 		if v := c.String(name); v != "" {
-			if err := crew.ValidateID(name, v); err != nil {
+			if err := crew.ValidateID(map[string]string{"run": "run", "task": "task", "as": "agent"}[name], v); err != nil {
 				return err
 			}
 			pin = append(pin, "--"+name, v)

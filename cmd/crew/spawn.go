@@ -43,6 +43,8 @@ func spawnCommand() *cli.Command {
 		Flags: []cli.Flag{runFlag,
 			&cli.StringFlag{Name: "tmux", Usage: "run the worker in a new window of tmux session `SESSION`, named after the task, and return once it started"},
 			&cli.IntFlag{Name: "retries", Usage: "start the worker again up to `N` times when it exits before its task ended"},
+			&cli.BoolFlag{Name: "close-window", Usage: "with --tmux: close the worker's window as soon as it exits (default: the window stays open, showing how the worker ended, until the run ends)"},
+			&cli.StringFlag{Name: "grace", Usage: "when the worker is stopped (its task ended by the leader, crew run stop), SIGKILL it `DURATION` after SIGTERM", Value: "10s"},
 		},
 		Action: spawn,
 	}
@@ -65,7 +67,11 @@ func spawn(c *cli.Context) error {
 	if s := c.String("tmux"); s != "" && os.Getenv(tmuxEnv) == "" {
 		return spawnTmux(e, r, id, s, command)
 	}
-	o := supervise.SpawnOptions{Task: id, Command: command, Retries: c.Int("retries"), Env: e.storeEnv(r.Root()),
+	grace, err := duration(c.String("grace"))
+	if err != nil {
+		return err
+	}
+	o := supervise.SpawnOptions{Task: id, Command: command, Retries: c.Int("retries"), Grace: grace, Env: e.storeEnv(r.Root()),
 		Started: func(w *state.Worker) {
 			e.warn(fmt.Errorf("task %s, attempt %d: worker pid %d started; its output goes to %s", id, w.Attempt, w.PID, w.Log))
 		}}
@@ -81,10 +87,25 @@ func spawn(c *cli.Context) error {
 	if x != nil {
 		e.warn(fmt.Errorf("task %s, attempt %d: worker %s", id, x.Attempt, x.Describe()))
 	}
+	if o.Terminal && x != nil && !c.Bool("close-window") && ctx.Err() == nil {
+		keepWindow(ctx, e, r)
+	}
 	if err != nil || x == nil || x.Success() {
 		return err
 	}
 	return cli.Exit("", workerStatus(x))
+}
+
+// keepWindow keeps the tmux window of a worker that has exited open
+// until run r ends (or ctx: Ctrl-C in the window, the window closed),
+// so that how the worker ended stays on screen; what it says from now
+// on is not the worker's, so tmux stops copying it into the worker log.
+func keepWindow(ctx context.Context, e *env, r *run.Run) {
+	exec.Command("tmux", "pipe-pane", "-t", os.Getenv("TMUX_PANE")).Run()
+	fmt.Fprintf(e.stderr, "crew: this window stays open until run %s ends; Ctrl-C closes it\n", r.ID())
+	if err := supervise.WaitEnded(ctx, r); err != nil && ctx.Err() == nil {
+		e.warn(err)
+	}
 }
 
 // workerStatus is crew spawn's exit code for a worker that did not exit
@@ -125,7 +146,7 @@ func spawnTmux(e *env, r *run.Run, id, session string, command []string) error {
 			tmuxArgs = append(tmuxArgs, "-e", kv)
 		}
 	}
-	tmuxArgs = append(tmuxArgs, "--", self, "spawn", id, "--run", r.ID(), "--retries", fmt.Sprint(e.c.Int("retries")), "--")
+	tmuxArgs = append(tmuxArgs, "--", self, "spawn", id, "--run", r.ID(), "--retries", fmt.Sprint(e.c.Int("retries")), "--grace", e.c.String("grace"), "--close-window="+fmt.Sprint(e.c.Bool("close-window")), "--")
 	if err := exec.Command("tmux", "list-sessions").Run(); err != nil {
 		// No server (tmux new-window would try to start one and fail,
 		// in words that do not say so).

@@ -32,7 +32,7 @@ func TestStoreTLS(t *testing.T) {
 		t.Fatalf("run create with --nats-tls-ca: exit %d, %q, %s", code, out, errOut)
 	}
 	t.Setenv("CREW_NATS_TLS_CA", ca)
-	if out, errOut, code := crew("run", "list"); code != 0 || !strings.HasPrefix(out, "r1 ") {
+	if out, errOut, code := crew("run", "list"); code != 0 || !strings.Contains(out, "\nr1 ") {
 		t.Fatalf("run list with CREW_NATS_TLS_CA: exit %d, %q, %s", code, out, errOut)
 	}
 	t.Setenv("CREW_NATS_TLS_CA", "")

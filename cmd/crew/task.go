@@ -268,6 +268,9 @@ func (e *env) taskRun() (*run.Run, string, error) {
 func printWorkers(e *env, ws []state.Worker) {
 	for _, w := range ws {
 		ended := "running"
+		if w.Stop != nil {
+			ended = fmt.Sprintf("running, asked to stop at %s (%s by %s)", w.Stop.At, human.Escape(w.Stop.Reason), human.Escape(w.Stop.By))
+		}
 		if w.Exit != nil {
 			ended = fmt.Sprintf("%s at %s", w.Exit.Describe(), w.ExitedAt)
 		}

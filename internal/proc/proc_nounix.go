@@ -10,3 +10,6 @@ func pidAlive(int) bool { return true }
 
 // BootID is unknown here.
 func BootID() string { return "" }
+
+// GroupAlive is false here: there are no process groups.
+func GroupAlive(int) bool { return false }

@@ -19,3 +19,11 @@ func pidAlive(pid int) bool {
 
 // BootID is unknown outside Linux.
 func BootID() string { return "" }
+
+// GroupAlive reports whether process group pgid has a process (kill(2)
+// of -pgid with signal 0; EPERM: one of another user's). A zombie
+// counts: there is no /proc to tell it apart.
+func GroupAlive(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

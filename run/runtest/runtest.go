@@ -7,8 +7,9 @@
 // It tests every transition of docs/state-machine.md from every state,
 // delivery status and cursors, the per-agent mail tree
 // (docs/mail-tree.md), bad input, the race where many respond at once,
-// concurrent writers, waiting and wake-up, and a lost mail copy
-// delivered by the next writer. Racing and concurrent writers are real
+// concurrent writers, waiting and wake-up, a lost mail copy
+// delivered by the next writer, and crew's failure messages to the
+// leader. Racing and concurrent writers are real
 // processes (internal/proctest): the test binary started again in a
 // helper mode, which opens the store by its address.
 //
@@ -89,6 +90,7 @@ var tests = []test{
 	{"RunRespondRaceExactlyOneWins", testRunRespondRaceExactlyOneWins},
 	{"RunConcurrentWriters", testRunConcurrentWriters},
 	{"RunAskWaitIsWoken", testRunAskWaitIsWoken},
+	{"RunLeaderIsTold", testRunLeaderIsTold},
 }
 
 // Run runs every conformance test as a subtest (TestX/RunTransitions/file),
