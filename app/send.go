@@ -196,21 +196,27 @@ func (a *App) Await(ctx context.Context, req Await, show func(*events.Message) e
 	return m, answered(ctx, r, m.Task, m, show)
 }
 
-// answered acknowledges response m for task, then hands it to show (if
-// any) with the status it now has (events.StatusAcknowledged), so that
-// what ask --wait and crew_ask return is true when it is read; a default
-// answer (no id) is no message to acknowledge. The acknowledgement is
-// not cut short by ctx's end: the answer has been taken. A failed
-// acknowledgement is returned, and m is not shown.
+// answered hands response m to show (if any) and acknowledges it for
+// task: the worker has the answer, so it does not linger in its inbox.
+// m carries the status it has once acknowledged (events.StatusAcknowledged),
+// so that what ask --wait and crew_ask return is what the log says right
+// after. show comes first, so that a waiting worker has its answer as
+// soon as it is read, not one fsync later (make bench, wake_p50_ms); a
+// crash in between leaves the answer unacknowledged, to be shown again
+// by crew inbox, never lost. A default answer (no id) is no message to
+// acknowledge. The acknowledgement is not cut short by ctx's end: the
+// answer has been taken.
 func answered(ctx context.Context, r *run.Run, task string, m *events.Message, show func(*events.Message) error) error {
 	if m.ID != "" {
-		if err := r.Acknowledge(context.WithoutCancel(ctx), task, []string{m.ID}, false, ""); err != nil {
-			return err
-		}
 		m.Status = events.StatusAcknowledged
 	}
 	if show != nil {
-		return show(m)
+		if err := show(m); err != nil {
+			return err
+		}
 	}
-	return nil
+	if m.ID == "" {
+		return nil
+	}
+	return r.Acknowledge(context.WithoutCancel(ctx), task, []string{m.ID}, false, "")
 }
