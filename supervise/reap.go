@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/crew-dev/crew/internal/proc"
 	"github.com/crew-dev/crew/internal/tail"
@@ -17,7 +18,8 @@ import (
 // pid no longer alive, or now another process: its start time differs,
 // or the machine rebooted) while the crew spawn that watched it is gone
 // too, and records each exit as unknown (run.Run.WorkerExited), failing
-// its task if it had not ended. It returns how many it recorded. A
+// its task if it had not ended; what such a worker left running in its
+// process group is killed (SIGKILL: no one is left to wait a grace). It returns how many it recorded. A
 // worker on another machine is left to crew commands run there.
 func Reap(ctx context.Context, r *run.Run, st *state.State) (int, error) {
 	return reap(ctx, r, st, nil)
@@ -31,6 +33,12 @@ func reap(ctx context.Context, r *run.Run, st *state.State, skip map[string]*orp
 		w := t.Live()
 		if w == nil || skip[t.ID] != nil || !Gone(w) {
 			continue
+		}
+		// What the worker left in its process group has no one to end
+		// it: killed here (the group's id is the worker's pid, which the
+		// kernel does not hand out again while the group has a process).
+		if groupAlive(w.PID) {
+			signalWorker(w.PID, true, syscall.SIGKILL)
 		}
 		x := &state.WorkerExit{Attempt: w.Attempt, PID: w.PID, Unknown: true, Tail: tail.File(w.Log, 0, run.CheckTail)}
 		why := fmt.Sprintf("worker process %d is gone; crew spawn (pid %d), which watched it, died before it, so its exit status is unknown", w.PID, w.Supervisor)

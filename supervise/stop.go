@@ -41,6 +41,7 @@ func superviseWorker(ctx context.Context, r *run.Run, id string, w *state.Worker
 	var reason string
 	select {
 	case <-done:
+		endLeftovers(cmd, grace)
 		return nil
 	case <-ctx.Done():
 		reason = "crew spawn was interrupted"
@@ -88,6 +89,22 @@ func stopAsked(r *run.Run, id string, attempt int) *state.StopAsk {
 		}
 	}
 	return nil
+}
+
+// endLeftovers ends what worker cmd, which has exited on its own, left
+// running in its process group (a child it started in the background,
+// a grandchild its shell did not wait for): SIGTERM to the group, then
+// SIGKILL after grace to what is still there. A worker's processes end
+// with it, so that a run stopped or ended leaves no process behind
+// (docs/concepts.md, Stopping workers). It returns once the group is
+// gone, at once when it is already.
+func endLeftovers(cmd *exec.Cmd, grace time.Duration) {
+	if !ownGroup(cmd) || !groupAlive(cmd.Process.Pid) {
+		return
+	}
+	closed := make(chan struct{})
+	close(closed)
+	stopWorker(cmd, closed, grace, "")
 }
 
 // stopWorker stops cmd, which done says has exited: SIGTERM to its
