@@ -109,7 +109,55 @@ func (l *Log) project(acts []mailbox.Act, evs []*events.Event, files, before map
 // (mailDir).
 func (l *Log) projectTree(acts []mailbox.Act) error {
 	tree := l.store.MailTree()
-	return mailbox.Project(acts, func(agent string) (mailbox.AgentBox, error) { return l.mailDir(tree, agent) }, l.closeMailDir)
+	open := func(agent string) (mailbox.AgentBox, error) { return l.mailDir(tree, agent) }
+	var errs []error
+	for _, part := range byAgents(acts, maxMailDirs) {
+		errs = append(errs, mailbox.Project(part, open, l.closeMailDir))
+		l.trimMailDirs()
+	}
+	return errors.Join(errs...)
+}
+
+// maxMailDirs bounds the mail directories a Log keeps open between
+// projections (each holds a few file descriptors): a broadcast to ten
+// thousand agents must not run the process out of them (EMFILE). A
+// projection is carried out maxMailDirs agents at a time, and the
+// directories held are closed after each part once there are more.
+const maxMailDirs = 512
+
+// byAgents splits acts into parts of at most n agents each, every
+// agent's acts in one part, in their order (mailbox.Project relates an
+// agent's acts to one another only).
+func byAgents(acts []mailbox.Act, n int) [][]mailbox.Act {
+	part := map[string]int{}
+	var parts [][]mailbox.Act
+	for _, a := range acts {
+		k, ok := part[a.Agent]
+		if !ok {
+			k = len(part) / n
+			part[a.Agent] = k
+			if k == len(parts) {
+				parts = append(parts, nil)
+			}
+		}
+		parts[k] = append(parts[k], a)
+	}
+	return parts
+}
+
+// trimMailDirs closes the mail directories held open when there are more
+// than maxMailDirs; the next projection opens again those it needs.
+func (l *Log) trimMailDirs() {
+	p := &l.proj
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.dirs) <= maxMailDirs {
+		return
+	}
+	for agent, d := range p.dirs {
+		d.Close()
+		delete(p.dirs, agent)
+	}
 }
 
 // rebuildMailbox rewrites one mailbox file from the log, streaming: its
