@@ -17,7 +17,10 @@ import (
 //	ErrIncomplete 6  run wait: every task ended, but not all completed
 //	ErrDamaged    7  the log is damaged or has a gap
 //	ErrTampered   8  the state root holds a symbolic link (or another kind
-//	                 of file) where crew keeps a file or directory
+//	                 of file) where crew keeps a file or directory;
+//	                 on NATS, an event whose actor is not its subject's
+//	ErrDenied     9  the NATS server refused the credentials' agent an
+//	                 operation its role may not do (docs/nats.md, Authorization)
 //
 // Anything else is an I/O or internal error (exit 1).
 var (
@@ -34,6 +37,11 @@ var (
 	// crew neither reads nor writes through it, and crew repair does not
 	// mend it: a person must look (docs/files.md, Permissions).
 	ErrTampered = errors.New("state root tampered with")
+	// ErrDenied is an operation the NATS server refused because the
+	// credentials it was asked with belong to an agent whose role may not
+	// do it (a worker responding as the leader, reading another agent's
+	// mail): nothing was written (docs/nats.md, Authorization).
+	ErrDenied = errors.New("permission denied")
 )
 
 // validID reports whether id matches ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$.

@@ -15,6 +15,7 @@ const (
 	ExitIncomplete  = 6
 	ExitDamaged     = 7
 	ExitTampered    = 8
+	ExitDenied      = 9
 	ExitInterrupted = 130 // 128 + SIGINT, as shells report a command Ctrl-C ended
 )
 
@@ -33,11 +34,12 @@ var classes = []struct {
 	{ErrIncomplete, ExitIncomplete, "incomplete"},
 	{ErrTampered, ExitTampered, "tampered"},
 	{ErrDamaged, ExitDamaged, "damaged"},
+	{ErrDenied, ExitDenied, "denied"},
 }
 
 // Code returns the exit code and class of err: ExitOK and "" for nil,
 // the sentinel's code and class (invalid, conflict, not_found, timeout,
-// incomplete, tampered, damaged) for an error wrapping one, else ExitIO
+// incomplete, tampered, damaged, denied) for an error wrapping one, else ExitIO
 // and "io". It is the one place an error gets its code.
 func Code(err error) (exit int, class string) {
 	if err == nil {

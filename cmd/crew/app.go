@@ -150,7 +150,7 @@ func commands() []*cli.Command {
 		{askCommand(), awaitCommand(), respondCommand(), steerCommand(), followUpCommand(), nudgeCommand(), broadcastCommand(), reportCommand()},
 		{inboxCommand(), outboxCommand(), ackCommand(), rejectCommand(), pendingCommand(), eventsCommand()},
 		{mailCommand(), watchCommand(), serveCommand(), repairCommand(), versionCommand()},
-		{mcpCommand(), hookCommand(), setupCommand(), completionCommand()},
+		{mcpCommand(), hookCommand(), setupCommand(), natsCommand(), completionCommand()},
 	} {
 		all = append(all, group...)
 	}

@@ -9,7 +9,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
@@ -55,6 +60,65 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 func (e *env) fileOnly(command, why string) error {
 	if addr := e.c.String("store"); addr != "" {
 		return fmt.Errorf("crew %s is for runs under a .crew directory; with --store %s (CREW_STORE) %s: %w", command, natsstore.Redact(addr), why, crew.ErrInvalid)
+	}
+	return nil
+}
+
+// natsAuth is crew nats auth: it keeps the signing keys in --out (made on
+// the first run), writes auth.conf (no secret) and one credentials file
+// per agent named, 0600, and prints the paths it wrote, never what they
+// hold.
+func natsAuth(c *cli.Context) error {
+	e := newEnv(c)
+	dir := c.String("out")
+	agents := c.Args().Slice()
+	leader := c.String("leader")
+	if leader == "" && len(agents) == 0 {
+		return fmt.Errorf("crew nats auth: name the leader (--leader NAME) or workers (AGENT...), or both: %w", crew.ErrInvalid)
+	}
+	for _, a := range append(agents, leader) {
+		if a != "" {
+			if err := crew.ValidateID("agent", a); err != nil {
+				return err
+			}
+		}
+		if a != "" && a == leader && slices.Contains(agents, a) || a == "crew" {
+			return fmt.Errorf("crew nats auth: agent %s: %w", a, crew.ErrInvalid)
+		}
+	}
+	auth, made, err := natsstore.LoadAuthority(dir)
+	if err != nil {
+		return err
+	}
+	conf, err := auth.ServerConfig()
+	if err != nil {
+		return err
+	}
+	confPath := filepath.Join(dir, natsstore.ServerConfigFile)
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	if made {
+		fmt.Fprintf(e.stdout, "made the signing keys in %s (keep them there, 0600: whoever reads them can make any agent's credentials)\n", dir)
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: include it in nats-server's configuration (include %s); agents added later need no restart\n", confPath, natsstore.ServerConfigFile)
+	write := func(role natsstore.Role, agent string) error {
+		path, err := auth.WriteCreds(dir, role, agent)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "wrote %s: %s %s's credentials (0600; give them to that agent only: --nats-creds or CREW_NATS_CREDS)\n", path, role, agent)
+		return nil
+	}
+	if leader != "" {
+		if err := write(natsstore.RoleLeader, leader); err != nil {
+			return err
+		}
+	}
+	for _, a := range agents {
+		if err := write(natsstore.RoleWorker, a); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -85,6 +85,9 @@ func serveMCP(*cli.Context) error { return handOver() }
 // serve: crew serve (the dashboard) is served by crew-full.
 func serve(*cli.Context) error { return handOver() }
 
+// natsAuth: crew nats auth is run by crew-full.
+func natsAuth(*cli.Context) error { return handOver() }
+
 // remoteRoot: a --store is served by crew-full (handOverIfNeeded has
 // handed such a command over before it got here).
 func (e *env) remoteRoot(string) (*run.Root, error) { return nil, handOver() }

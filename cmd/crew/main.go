@@ -106,6 +106,7 @@ const (
 	exitIncomplete  = crew.ExitIncomplete
 	exitDamaged     = crew.ExitDamaged
 	exitTampered    = crew.ExitTampered
+	exitDenied      = crew.ExitDenied
 	exitInterrupted = crew.ExitInterrupted
 )
 
@@ -125,6 +126,7 @@ var exitCodes = []struct {
 	{exitIncomplete, "run wait: every task ended, but not all completed"},
 	{exitDamaged, "the log is damaged or has a gap; what could be read was printed"},
 	{exitTampered, "the state root was tampered with: a symbolic link or a file of another kind where crew keeps its own"},
+	{exitDenied, "denied: the NATS server refused these credentials' agent the operation (docs/nats.md, Authorization)"},
 	{exitInterrupted, "interrupted: Ctrl-C (SIGINT) or SIGTERM, also the normal end of --follow"},
 }
 

@@ -384,6 +384,9 @@ func (m *Mail) List(agent string, includeArchive bool) ([]mailbox.Entry, []error
 	if includeArchive {
 		filters = append(filters, "archive."+agent+".>")
 	}
+	// One watch per filter: a consumer with one filter names it in the
+	// subject of its create request, which is what an agent's
+	// permissions allow (its own mail only; Permissions).
 	var out []mailbox.Entry
 	var errs []error
 	// One watch delivers the messages' current values, then nil; it may
@@ -391,36 +394,47 @@ func (m *Mail) List(agent string, includeArchive bool) ([]mailbox.Entry, []error
 	// between two values, one request's timeout.
 	err := m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
 		out, errs = nil, nil
-		w, err := kv.WatchFiltered(context.Background(), filters, jetstream.IgnoreDeletes())
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		idle := time.NewTimer(m.s.opts.Timeout)
-		defer idle.Stop()
-		for {
-			select {
-			case kve := <-w.Updates():
-				if kve == nil {
-					return nil
-				}
-				idle.Reset(m.s.opts.Timeout)
-				e, err := parseEntry(agent, kve)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				out = append(out, e.Entry)
-			case <-idle.C:
-				return fmt.Errorf("no answer in %s", m.s.opts.Timeout)
+		for _, filter := range filters {
+			if err := m.watchAll(ctx, kv, agent, filter, &out, &errs); err != nil {
+				return err
 			}
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, m.failed("list the mail of "+agent, err)
 	}
 	mailbox.SortEntries(out)
 	return out, errs, nil
+}
+
+// watchAll adds the current values of the keys filter matches in agent's
+// mailbox to out (those that do not parse to errs).
+func (m *Mail) watchAll(_ context.Context, kv jetstream.KeyValue, agent, filter string, out *[]mailbox.Entry, errs *[]error) error {
+	w, err := kv.Watch(context.Background(), filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	idle := time.NewTimer(m.s.opts.Timeout)
+	defer idle.Stop()
+	for {
+		select {
+		case kve := <-w.Updates():
+			if kve == nil {
+				return nil
+			}
+			idle.Reset(m.s.opts.Timeout)
+			e, err := parseEntry(agent, kve)
+			if err != nil {
+				*errs = append(*errs, err)
+				continue
+			}
+			*out = append(*out, e.Entry)
+		case <-idle.C:
+			return fmt.Errorf("no answer in %s", m.s.opts.Timeout)
+		}
+	}
 }
 
 // Find implements mailbox.Store: id is a message id or a name (with or

@@ -67,6 +67,9 @@ type Store struct {
 
 	mail *Mail
 
+	agent  string // the agent the credentials belong to (their user's name), or ""
+	denial denial // the server's permission refusals
+
 	mu      sync.Mutex
 	streams map[string]jetstream.Stream // by run id
 	logs    map[string]*Log             // by run id, with Options.KeepLogs
@@ -102,9 +105,19 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		nats.ReconnectWait(100 * time.Millisecond),
 		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond),
 	}
+	agent := ""
+	s := &Store{opts: o, url: shown, streams: map[string]jetstream.Stream{}, logs: map[string]*Log{}}
 	if o.Creds != "" {
 		nopts = append(nopts, nats.UserCredentials(o.Creds))
+		if agent = CredsAgent(o.Creds); agent != "" {
+			// Replies come to the agent's own inboxes, which only its
+			// user may subscribe to (Permissions): no other agent sees
+			// the answers to its requests (its mail, its reads).
+			nopts = append(nopts, nats.CustomInboxPrefix(InboxPrefix(agent)))
+		}
 	}
+	s.agent = agent
+	nopts = append(nopts, nats.ErrorHandler(s.denial.handler))
 	if o.TLSCA != "" {
 		nopts = append(nopts, nats.RootCAs(o.TLSCA))
 	}
@@ -131,7 +144,7 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("NATS at %s: JetStream account info: %v", shown, err)
 	}
-	s := &Store{nc: nc, js: js, opts: o, url: shown, streams: map[string]jetstream.Stream{}, logs: map[string]*Log{}}
+	s.nc, s.js = nc, js
 	s.mail = &Mail{s: s}
 	return s, nil
 }
@@ -225,8 +238,15 @@ func (s *Store) retry(ctx context.Context, final func(error) bool, f func(contex
 	wait := 50 * time.Millisecond
 	for {
 		rctx, rcancel := s.bound(ctx)
+		gen := s.denial.watch(rcancel)
 		err := f(rctx)
+		refusal := s.denial.since(gen)
 		rcancel()
+		if err != nil && refusal != "" {
+			// The server refused a request of this attempt: it dropped
+			// it unanswered, and asking again gets the same refusal.
+			return s.denied(refusal)
+		}
 		if err == nil || final(err) || ctx.Err() != nil {
 			return err
 		}
@@ -255,14 +275,35 @@ func refused(err error) bool {
 // StreamName returns the name of run's stream.
 func StreamName(run string) string { return "CREW_RUN_" + run }
 
-// Subject returns the subject of run's events.
-func Subject(run string) string { return "crew.run." + run }
+// Subject returns the subject of run's events whose actor is actor:
+// crew.run.<run>.<actor>, or crew.run.<run>.- for an event without an
+// actor. An agent's credentials may publish only on its own actor's
+// subjects (Permissions), so a reader that finds an event on a subject
+// that is not its actor's knows it was forged (crew.ErrTampered).
+func Subject(run, actor string) string {
+	if actor == "" {
+		actor = noActor
+	}
+	return "crew.run." + run + "." + actor
+}
+
+// noActor is the last token of the subject of an event without an actor
+// (no id can be "-": ids start with a letter or digit).
+const noActor = "-"
+
+// runSubjects is the subject filter of run's stream: every actor's.
+func runSubjects(run string) string { return "crew.run." + run + ".*" }
+
+// legacySubject is the one subject of the stream of a run created before
+// events named their actor: its events are published and read there,
+// without the actor check.
+func legacySubject(run string) string { return "crew.run." + run }
 
 const streamPrefix = "CREW_RUN_"
 
 // Runs implements store.Store: the ids of the runs on the server, sorted.
 func (s *Store) Runs(ctx context.Context) ([]string, error) {
-	l := s.js.StreamNames(ctx, jetstream.WithStreamListSubject("crew.run.*"))
+	l := s.js.StreamNames(ctx, jetstream.WithStreamListSubject("crew.run.>"))
 	var ids []string
 	for name := range l.Name() {
 		if id, ok := strings.CutPrefix(name, streamPrefix); ok {
@@ -307,7 +348,7 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 		st, err = s.js.CreateStream(rctx, jetstream.StreamConfig{
 			Name:        StreamName(id),
 			Description: "crew run " + id + ": its events, seq = stream sequence",
-			Subjects:    []string{Subject(id)},
+			Subjects:    []string{runSubjects(id)},
 			Storage:     jetstream.FileStorage,
 			Replicas:    s.opts.Replicas,
 			Retention:   jetstream.LimitsPolicy,
@@ -389,8 +430,13 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 	if ev.Seq < 1 {
 		return fmt.Errorf("append to run %s: seq %d: %w", ev.Run, ev.Seq, crew.ErrInvalid)
 	}
-	if _, err := s.stream(ctx, ev.Run); err != nil {
+	st, err := s.stream(ctx, ev.Run)
+	if err != nil {
 		return err
+	}
+	subject := Subject(ev.Run, ev.Actor)
+	if legacy(st, ev.Run) {
+		subject = legacySubject(ev.Run)
 	}
 	line, err := events.Marshal(ev)
 	if err != nil {
@@ -399,10 +445,12 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 	data := line[:len(line)-1] // the message is the line without its '\n'
 	var ack *jetstream.PubAck
 	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
-		ack, err = s.js.Publish(rctx, Subject(ev.Run), data,
+		// The compare-and-swap is on the stream's last sequence: the
+		// run's events are on one subject per actor, all in its stream.
+		ack, err = s.js.Publish(rctx, subject, data,
 			jetstream.WithMsgID(opID),
 			jetstream.WithExpectStream(StreamName(ev.Run)),
-			jetstream.WithExpectLastSequencePerSubject(uint64(ev.Seq-1)))
+			jetstream.WithExpectLastSequence(uint64(ev.Seq-1)))
 		return err
 	})
 	var apiErr *jetstream.APIError
@@ -498,10 +546,14 @@ func (s *Store) get(ctx context.Context, st jetstream.Stream, run string, seq in
 	if err != nil {
 		return nil, fmt.Errorf("read seq %d of run %s on NATS at %s: %w", seq, run, s.url, err)
 	}
-	return decode(run, seq, m.Data)
+	return decode(run, seq, m.Subject, m.Data)
 }
 
-func decode(run string, seq int64, data []byte) (*events.Event, error) {
+// decode decodes message seq of run's stream, published on subject. An
+// event on a subject that is not its actor's (Subject) is
+// crew.ErrTampered: only credentials that may publish as another agent
+// could have put it there.
+func decode(run string, seq int64, subject string, data []byte) (*events.Event, error) {
 	e, err := events.Decode(data)
 	if err == nil && e.Seq != seq {
 		err = fmt.Errorf("it says seq %d", e.Seq)
@@ -509,7 +561,17 @@ func decode(run string, seq int64, data []byte) (*events.Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: message %d of its stream is no event: %v: %w", run, seq, err, crew.ErrDamaged)
 	}
+	if subject != Subject(run, e.Actor) && subject != legacySubject(run) {
+		return nil, fmt.Errorf("run %s: event %d says its actor is %q but was published on %s, another actor's subject: %w", run, seq, e.Actor, subject, crew.ErrTampered)
+	}
 	return &e, nil
+}
+
+// legacy reports whether st, run's stream, is one of a run created before
+// events named their actor (its one subject is legacySubject).
+func legacy(st jetstream.Stream, run string) bool {
+	info := st.CachedInfo()
+	return info != nil && len(info.Config.Subjects) == 1 && info.Config.Subjects[0] == legacySubject(run)
 }
 
 // readBatch is how many events one pull of a cursor read asks for.
@@ -559,7 +621,6 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 	var stop error
 	err = s.retry(ctx, func(err error) bool { return stop != nil || refused(err) }, func(rctx context.Context) error {
 		c, err := st.OrderedConsumer(rctx, jetstream.OrderedConsumerConfig{
-			FilterSubjects:    []string{Subject(run)},
 			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:       uint64(next),
 			InactiveThreshold: consumerIdle,
@@ -612,7 +673,7 @@ func feed(run string, next int64, m jetstream.Msg, fn func(*events.Event) error)
 	if seq != next {
 		return fmt.Errorf("run %s: expected seq %d, the stream gave %d: %w", run, next, seq, crew.ErrDamaged)
 	}
-	e, err := decode(run, seq, m.Data())
+	e, err := decode(run, seq, m.Subject(), m.Data())
 	if err != nil {
 		return err
 	}
@@ -655,7 +716,6 @@ func (s *Store) Watch(ctx context.Context, run string, after int64) (store.Waite
 		return nil, err
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{Subject(run)},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       uint64(after + 1),
 		HeadersOnly:       true,

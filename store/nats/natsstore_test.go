@@ -95,7 +95,7 @@ func TestAppendRetriedAfterLostAnswerSucceeds(t *testing.T) {
 	}
 	// The first attempt, stored; its acknowledgement never reached crew.
 	js, _ := jetstream.New(natsConn(t, srv.ClientURL()))
-	if _, err := js.Publish(ctx, natsstore.Subject("r1"), line[:len(line)-1], jetstream.WithMsgID("op-2"), jetstream.WithExpectLastSequencePerSubject(1)); err != nil {
+	if _, err := js.Publish(ctx, natsstore.Subject("r1", "a"), line[:len(line)-1], jetstream.WithMsgID("op-2"), jetstream.WithExpectLastSequence(1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Append(ctx, ev, "op-2"); err != nil {
@@ -191,7 +191,7 @@ func TestReaderPrintsWhatComesBeforeDamage(t *testing.T) {
 	// Through JetStream, which answers once it is stored: a plain
 	// publish is not waited for, and the read below could come first.
 	js, _ := jetstream.New(natsConn(t, srv.ClientURL()))
-	if _, err := js.Publish(ctx, natsstore.Subject("r1"), []byte("garbage")); err != nil {
+	if _, err := js.Publish(ctx, natsstore.Subject("r1", "leader"), []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
 	c, err := r.Events(0)
