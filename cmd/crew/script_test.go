@@ -109,6 +109,7 @@ func scriptParams(nats bool) testscript.Params {
 			"waitstatus": cmdWaitStatus,
 			"waitfile":   cmdWaitFile,
 			"waitgone":   cmdWaitGone,
+			"natsserver": cmdNATSServer,
 		},
 	}
 }
@@ -269,6 +270,24 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("waitstatus: task %s did not become %s: %v", args[0], args[1], err)
 		}
 	}
+}
+
+// cmdNATSServer starts an embedded nats-server from a configuration file
+// (natsserver CONF: one that includes crew nats auth's auth.conf), shut
+// down when the script ends, and points CREW_STORE at it.
+func cmdNATSServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: natsserver CONF")
+	}
+	dir, err := os.MkdirTemp("", "crew-script-natsauth-")
+	ts.Check(err)
+	srv, err := natstest.StartConfig(ts.MkAbs(args[0]), dir)
+	ts.Check(err)
+	ts.Defer(func() {
+		srv.Shutdown()
+		os.RemoveAll(dir)
+	})
+	ts.Setenv("CREW_STORE", srv.ClientURL())
 }
 
 // cmdWaitFile blocks until a file exists and matches a regular expression.

@@ -274,3 +274,20 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// StartConfig starts a server from the nats-server configuration file
+// conf (for instance one that includes the auth.conf of crew nats auth),
+// on a random loopback port, with JetStream (fsync always) and its store
+// in dir, as the tests of authorization run it. Shut it down.
+func StartConfig(conf, dir string) (*server.Server, error) {
+	o, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server configuration %s: %w", conf, err)
+	}
+	base := opts(nil, "crew-auth", dir)
+	o.ServerName, o.Host, o.Port = base.ServerName, base.Host, base.Port
+	o.JetStream, o.StoreDir, o.SyncAlways = true, dir, true
+	o.NoLog, o.NoSigs, o.MaxPayload = true, true, base.MaxPayload
+	o.JetStreamMaxMemory, o.JetStreamMaxStore = base.JetStreamMaxMemory, base.JetStreamMaxStore
+	return start(o)
+}

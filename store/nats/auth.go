@@ -50,19 +50,19 @@ func Permissions(role Role, agent string) jwt.Permissions {
 		return "$JS.API.CONSUMER.CREATE.KV_" + bucket + ".*.$KV." + bucket + "." + key
 	}
 	kvPut := func(bucket, key string) string { return "$KV." + bucket + "." + key }
+	// Subject wildcards match whole tokens only, so the run streams
+	// (CREW_RUN_<run>) are matched by "*", and the buckets' streams,
+	// which "*" matches too, are denied where a wildcard would open them.
 	pub := []string{
 		// Events: its own actor's subject, and crew's own (worker.exited,
 		// written by the crew spawn of the worker that exited).
 		"crew.run.*." + agent, "crew.run.*.crew", "crew.run.*." + noActor,
 		// Reading runs: account info, stream lookups, message gets and
-		// the ordered consumers of reads and waits.
+		// the ordered consumers (unfiltered) of reads and waits.
 		"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
-		"$JS.API.STREAM.INFO.CREW_RUN_*", "$JS.API.STREAM.MSG.GET.CREW_RUN_*",
-		"$JS.API.CONSUMER.CREATE.CREW_RUN_*.>", "$JS.API.CONSUMER.MSG.NEXT.CREW_RUN_*.>",
-		"$JS.API.CONSUMER.DELETE.CREW_RUN_*.>", "$JS.API.CONSUMER.INFO.CREW_RUN_*.>", "$JS.FC.CREW_RUN_*.>",
-		// The mail bucket: find it, delete the consumers of listings.
-		"$JS.API.STREAM.INFO.KV_" + MailBucket, "$JS.API.CONSUMER.DELETE.KV_" + MailBucket + ".>",
-		"$JS.API.CONSUMER.INFO.KV_" + MailBucket + ".>", "$JS.FC.KV_" + MailBucket + ".>",
+		"$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*",
+		"$JS.API.CONSUMER.CREATE.*.*", "$JS.API.CONSUMER.MSG.NEXT.*.*",
+		"$JS.API.CONSUMER.DELETE.*.*", "$JS.API.CONSUMER.INFO.*.*", "$JS.FC.>",
 		// Its own mail and archive: read, list, flag, archive.
 		kvGet(MailBucket, "mail."+agent+".>"), kvGet(MailBucket, "archive."+agent+".>"),
 		kvList(MailBucket, "mail."+agent+".>"), kvList(MailBucket, "archive."+agent+".>"),
@@ -70,29 +70,38 @@ func Permissions(role Role, agent string) jwt.Permissions {
 		// Delivering a message's copies into its recipients' mailboxes
 		// (a message's sender, or a writer catching up): the key names
 		// the recipient, not the sender, so this cannot be narrowed to
-		// copies the agent sent; readers take bodies from the log.
+		// copies the agent sent; crew inbox takes messages from the log.
 		kvPut(MailBucket, "mail.*.>"),
 		// Which mailboxes exist, the projection marks, the id claims.
 		kvGet(MailBucket, "box.*"), kvList(MailBucket, "box.>"), kvGet(MailBucket, "projected.*"),
 		kvGet(MailBucket, "name.>"), kvPut(MailBucket, "projected.*"),
 		kvPut(MailBucket, "box."+agent), kvPut(MailBucket, "name.box."+a),
 	}
+	// What the wildcards above would open on the buckets: whole-bucket
+	// reads (message gets, unfiltered consumers, pulls).
+	deny := []string{
+		"$JS.API.STREAM.MSG.GET.KV_" + MailBucket, "$JS.API.CONSUMER.CREATE.KV_" + MailBucket + ".*",
+		"$JS.API.CONSUMER.MSG.NEXT.KV_" + MailBucket + ".*",
+		"$JS.API.STREAM.MSG.GET.KV_" + LockBucket, "$JS.API.CONSUMER.CREATE.KV_" + LockBucket + ".*",
+		"$JS.API.CONSUMER.MSG.NEXT.KV_" + LockBucket + ".*",
+	}
 	if role == RoleLeader {
 		pub = append(pub,
 			"crew.run.*.leader",
 			// Creating runs and the buckets.
-			"$JS.API.STREAM.CREATE.CREW_RUN_*", "$JS.API.STREAM.CREATE.KV_"+MailBucket, "$JS.API.STREAM.CREATE.KV_"+LockBucket,
+			"$JS.API.STREAM.CREATE.*",
 			// Every mailbox: create (a task's agent's), read, list.
 			kvPut(MailBucket, "box.*"), kvPut(MailBucket, "name.>"),
 			kvGet(MailBucket, ">"), "$JS.API.CONSUMER.CREATE.KV_"+MailBucket+".>",
 			// The agents lock of creators of runs and tasks.
-			"$JS.API.STREAM.INFO.KV_"+LockBucket, kvGet(LockBucket, agentsKey), kvPut(LockBucket, agentsKey),
-			"$JS.API.CONSUMER.>.KV_"+LockBucket+".>", "$JS.FC.KV_"+LockBucket+".>",
+			kvGet(LockBucket, agentsKey), kvPut(LockBucket, agentsKey), "$JS.API.CONSUMER.CREATE.KV_"+LockBucket+".>",
 		)
+		deny = []string{"$JS.API.STREAM.MSG.GET.KV_" + MailBucket, "$JS.API.STREAM.MSG.GET.KV_" + LockBucket}
 	}
 	sort.Strings(pub)
 	var p jwt.Permissions
 	p.Pub.Allow.Add(pub...)
+	p.Pub.Deny.Add(deny...)
 	p.Sub.Allow.Add(InboxPrefix(agent) + ".>")
 	return p
 }
@@ -178,7 +187,7 @@ func (s *Store) denied(refusal string) error {
 	if s.agent != "" {
 		who = "agent " + s.agent + " (the credentials' user)"
 	}
-	return fmt.Errorf("NATS at %s refused %s: %s; its role may not do this, and nothing was written (docs/nats.md, Authorization): %w", s.url, who, refusal, crew.ErrDenied)
+	return fmt.Errorf("the server refused %s: %s; its role may not do this, and nothing was written (docs/nats.md, Authorization): %w", who, refusal, crew.ErrDenied)
 }
 
 // Agent returns the agent the store's credentials belong to, or "".
