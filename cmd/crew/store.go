@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"io"
+	"path/filepath"
 	"sync"
 
 	"github.com/urfave/cli/v2"
@@ -70,8 +71,10 @@ func (sc *storeConn) close() {
 }
 
 // storeEnv is the environment that makes a crew started by this one (crew
-// watch --exec CMD) find the same root: CREW_DIR, or CREW_STORE and the
-// NATS settings given as flags.
+// watch --exec CMD, crew spawn's worker) find the same root: CREW_DIR, or
+// CREW_STORE and the NATS settings given as flags, files as absolute
+// paths. crew spawn's worker so gets the credentials crew spawn was given:
+// with authorization, the worker's own (docs/nats.md, Authorization).
 func (e *env) storeEnv(root *run.Root) []string {
 	if root.Dir() != "" {
 		return []string{"CREW_DIR=" + root.Dir()}
@@ -79,7 +82,11 @@ func (e *env) storeEnv(root *run.Root) []string {
 	out := []string{"CREW_STORE=" + e.c.String("store")}
 	for _, f := range []struct{ flag, env string }{{"nats-creds", "CREW_NATS_CREDS"}, {"nats-tls-ca", "CREW_NATS_TLS_CA"}, {"nats-replicas", "CREW_NATS_REPLICAS"}} {
 		if e.c.IsSet(f.flag) {
-			out = append(out, f.env+"="+e.c.String(f.flag))
+			v := e.c.String(f.flag)
+			if abs, err := filepath.Abs(v); err == nil && f.flag != "nats-replicas" {
+				v = abs // a worker may start in another directory
+			}
+			out = append(out, f.env+"="+v)
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/mailbox"
 )
 
 // Role is what an agent's NATS user may do (docs/nats.md, Authorization).
@@ -66,16 +67,16 @@ func Permissions(role Role, agent string) jwt.Permissions {
 		// Its own mail and archive: read, list, flag, archive.
 		kvGet(MailBucket, "mail."+agent+".>"), kvGet(MailBucket, "archive."+agent+".>"),
 		kvList(MailBucket, "mail."+agent+".>"), kvList(MailBucket, "archive."+agent+".>"),
-		kvPut(MailBucket, "archive."+agent+".>"),
-		// Delivering a message's copies into its recipients' mailboxes
-		// (a message's sender, or a writer catching up): the key names
-		// the recipient, not the sender, so this cannot be narrowed to
-		// copies the agent sent; crew inbox takes messages from the log.
-		kvPut(MailBucket, "mail.*.>"),
+		kvPut(MailBucket, "mail."+agent+".>"), kvPut(MailBucket, "archive."+agent+".>"),
+		// The copies of the messages it sends, in their recipients'
+		// mailboxes (mail.<to>.<from>.<name>: only as their sender), and
+		// of crew's own notices about it (a worker's exit); reading
+		// them back makes a delivery idempotent.
+		kvPut(MailBucket, "mail.*."+agent+".>"), kvGet(MailBucket, "mail.*."+agent+".>"), kvGet(MailBucket, "archive.*."+agent+".>"),
+		kvPut(MailBucket, "mail.*.crew.>"), kvGet(MailBucket, "mail.*.crew.>"), kvGet(MailBucket, "archive.*.crew.>"),
 		// Which mailboxes exist, the projection marks, the id claims.
 		kvGet(MailBucket, "box.*"), kvList(MailBucket, "box.>"), kvGet(MailBucket, "projected.*"),
-		kvGet(MailBucket, "name.>"), kvPut(MailBucket, "projected.*"),
-		kvPut(MailBucket, "box."+agent), kvPut(MailBucket, "name.box."+a),
+		kvGet(MailBucket, "name.>"), kvPut(MailBucket, "box."+agent), kvPut(MailBucket, "name.box."+a),
 	}
 	// What the wildcards above would open on the buckets: whole-bucket
 	// reads (message gets, unfiltered consumers, pulls).
@@ -90,8 +91,9 @@ func Permissions(role Role, agent string) jwt.Permissions {
 			"crew.run.*.leader",
 			// Creating runs and the buckets.
 			"$JS.API.STREAM.CREATE.*",
-			// Every mailbox: create (a task's agent's), read, list.
-			kvPut(MailBucket, "box.*"), kvPut(MailBucket, "name.>"),
+			// Every mailbox: create (a task's agent's), read, list, deliver
+			// any copy a writer left undelivered; the projection marks.
+			kvPut(MailBucket, "box.*"), kvPut(MailBucket, "name.>"), kvPut(MailBucket, "mail.*.>"), kvPut(MailBucket, "projected.*"),
 			kvGet(MailBucket, ">"), "$JS.API.CONSUMER.CREATE.KV_"+MailBucket+".>",
 			// The agents lock of creators of runs and tasks.
 			kvGet(LockBucket, agentsKey), kvPut(LockBucket, agentsKey), "$JS.API.CONSUMER.CREATE.KV_"+LockBucket+".>",
@@ -106,23 +108,33 @@ func Permissions(role Role, agent string) jwt.Permissions {
 	return p
 }
 
-// CredsAgent returns the agent a credentials file belongs to: its user's
-// name, as Authority.Creds writes it; "" when the file cannot be read or
-// decoded (connecting then says why).
-func CredsAgent(path string) string {
+// roleTag prefixes the tag of a user JWT that names its Role.
+const roleTag = "crew-role:"
+
+// CredsAgent returns the agent a credentials file belongs to (its user's
+// name, as Authority.Creds writes it) and its role; "", "" when the file
+// cannot be read or decoded (connecting then says why) or is no crew
+// agent's.
+func CredsAgent(path string) (string, Role) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	tok, err := jwt.ParseDecoratedJWT(data)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	uc, err := jwt.DecodeUserClaims(tok)
 	if err != nil || crew.ValidateID("agent", uc.Name) != nil {
-		return ""
+		return "", ""
 	}
-	return uc.Name
+	var role Role
+	for _, t := range uc.Tags {
+		if r, ok := strings.CutPrefix(t, roleTag); ok {
+			role = Role(r)
+		}
+	}
+	return uc.Name, role
 }
 
 // denial records the server's permission refusals on a connection
@@ -192,6 +204,21 @@ func (s *Store) denied(refusal string) error {
 
 // Agent returns the agent the store's credentials belong to, or "".
 func (s *Store) Agent() string { return s.agent }
+
+// mayProject reports whether this store's credentials may write what act
+// asks of the mail tree: a worker's (RoleWorker) only the copies of what
+// it sends (and crew's notices) and the read flags of its own mailbox;
+// any other's everything. A worker's process leaves the rest, and the
+// projection mark, to the leader's (docs/nats.md, Authorization).
+func (s *Store) mayProject(act mailbox.Act) bool {
+	if s.role != RoleWorker {
+		return true
+	}
+	if act.Deliver != nil {
+		return act.Deliver.From == s.agent || act.Deliver.From == "crew"
+	}
+	return act.Agent == s.agent
+}
 
 // Authority holds the keys that sign crew's NATS users: an operator, the
 // account CREW (with JetStream) that every agent's user belongs to, and
@@ -340,6 +367,7 @@ func (a *Authority) Creds(role Role, agent string) ([]byte, error) {
 	}
 	uc := jwt.NewUserClaims(upub)
 	uc.Name = agent
+	uc.Tags.Add(roleTag + string(role))
 	uc.Permissions = Permissions(role, agent)
 	tok, err := uc.Encode(a.Account)
 	if err != nil {

@@ -264,7 +264,7 @@ func (l *Log) projectUpTo(ctx context.Context, seq int64) {
 	}
 	var todo []mailbox.Act
 	for _, a := range l.acts {
-		if a.Seq > max(l.mark, l.done) && a.Seq <= seq {
+		if a.Seq > max(l.mark, l.done) && a.Seq <= seq && l.s.mayProject(a) {
 			todo = append(todo, a)
 		}
 	}
@@ -273,6 +273,11 @@ func (l *Log) projectUpTo(ctx context.Context, seq int64) {
 	}
 	l.done = seq
 	l.acts = slices.DeleteFunc(l.acts, func(a mailbox.Act) bool { return a.Seq <= seq })
+	if l.s.role == RoleWorker {
+		// A worker delivers only its own copies: the mark, which says
+		// every copy up to it is delivered, is the leader's to move.
+		return
+	}
 	if !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crew-dev/crew"
@@ -22,9 +23,10 @@ import (
 // messages have been copied into it. Its keys:
 //
 //	box.<agent>                 the agent has a mailbox (like its directory)
-//	mail.<agent>.<name>         a message: <name> and the value are the mail file's name
-//	                            and content, as mailbox.File makes them
-//	archive.<agent>.<name>      an archived message (crew mail archive)
+//	mail.<agent>.<from>.<name>  a message from agent from: <name> and the value are the
+//	                            mail file's name and content, as mailbox.File makes them
+//	                            (mail.<agent>.<name> in buckets written before: still read)
+//	archive.<agent>.<from>.<name> an archived message (crew mail archive)
 //	projected.<run>             the seq up to which run's messages are copied here
 //	name.<kind>.<lower-case id> the run or mailbox (kind "run" or "box") that holds an
 //	                            id in any letter case: the value is the id as made
@@ -130,11 +132,49 @@ func kvAnswer(err error) bool {
 	return refused(err)
 }
 
-func boxKey(agent string) string           { return "box." + agent }
-func mailKey(agent, name string) string    { return "mail." + agent + "." + name }
-func archiveKey(agent, name string) string { return "archive." + agent + "." + name }
-func projectedKey(run string) string       { return "projected." + run }
-func nameKey(kind, id string) string       { return "name." + kind + "." + strings.ToLower(id) }
+func boxKey(agent string) string { return "box." + agent }
+
+// mailKey is the key of the message name from sender in agent's
+// mailbox: mail.<agent>.<from>.<name>. The sender is a token of its own
+// so that the server can let an agent create copies only as their
+// sender (Permissions); keys of the layout before, mail.<agent>.<name>,
+// are still read (entryName).
+func mailKey(agent, from, name string) string { return "mail." + agent + "." + from + "." + name }
+
+// archiveKey is the key an archived message of mail key takes:
+// archive.<agent>.<from>.<name>.
+func archiveKey(key string) string { return "archive." + strings.TrimPrefix(key, "mail.") }
+
+// senderOf returns the sender in name, a name as mailbox.Name makes it
+// (<stamp>-<from>-<id>.json) with a UUID for its id, as crew's are; ""
+// when name is not one.
+func senderOf(name string) string {
+	rest, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(rest) < len(stampLayout)+1+1+37 || !isStamp(rest) {
+		return ""
+	}
+	rest = rest[len(stampLayout)+1:]
+	id := rest[len(rest)-36:]
+	from := rest[:len(rest)-37]
+	if rest[len(rest)-37] != '-' || uuid.Validate(id) != nil || crew.ValidateID("agent", from) != nil {
+		return ""
+	}
+	return from
+}
+
+// stampLayout is the time stamp a message name starts with
+// (mailbox.Name).
+const stampLayout = "2006-01-02T15-04-05.000Z"
+
+func isStamp(s string) bool {
+	if len(s) < len(stampLayout) {
+		return false
+	}
+	_, err := time.Parse(stampLayout, s[:len(stampLayout)])
+	return err == nil
+}
+func projectedKey(run string) string { return "projected." + run }
+func nameKey(kind, id string) string { return "name." + kind + "." + strings.ToLower(id) }
 
 // claim takes id, of a run or a mailbox (kind "run" or "box"), in every
 // letter case at once: a create of name.<kind>.<lower-case id> succeeds
@@ -286,7 +326,8 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 	err = m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
 		// A name that never held a message (not even one since archived
 		// or deleted) is taken at once: an update at revision 0.
-		_, err := kv.Update(ctx, mailKey(agent, name), data, 0)
+		key := mailKey(agent, msg.From, name)
+		_, err := kv.Update(ctx, key, data, 0)
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if errors.Is(err, jetstream.ErrInvalidKey) {
 				return fmt.Errorf("deliver to %s: %q is not a valid key name: %w", agent, name, crew.ErrInvalid)
@@ -298,21 +339,21 @@ func (m *Mail) Deliver(agent string, msg mailbox.Mail, sync bool) (string, error
 		}
 		// The name is taken: most often by this very message, delivered
 		// before (a projection done twice).
-		e, err := kv.Get(ctx, mailKey(agent, name))
+		e, err := kv.Get(ctx, key)
 		switch {
 		case err == nil && mailbox.HoldsMessage(e.Value(), msg.ID):
 			return nil
 		case err == nil:
-			return fmt.Errorf("deliver to %s: %s holds another message: %w", agent, entryPath(mailKey(agent, name)), crew.ErrConflict)
+			return fmt.Errorf("deliver to %s: %s holds another message: %w", agent, entryPath(key), crew.ErrConflict)
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
 			return m.failed("deliver to "+agent, err)
 		}
 		// Delivered before and archived since: delivering it again would
 		// show an archived message as new.
-		if e, err := kv.Get(ctx, archiveKey(agent, name)); err == nil && mailbox.HoldsMessage(e.Value(), msg.ID) {
+		if e, err := kv.Get(ctx, archiveKey(key)); err == nil && mailbox.HoldsMessage(e.Value(), msg.ID) {
 			return nil
 		}
-		_, err = kv.Create(ctx, mailKey(agent, name), data) // deleted otherwise: take it again
+		_, err = kv.Create(ctx, key, data) // deleted otherwise: take it again
 		if err != nil {
 			return m.failed("deliver to "+agent, err)
 		}
@@ -345,10 +386,15 @@ func (m *Mail) read(ctx context.Context, kv jetstream.KeyValue, agent, key strin
 	return parseEntry(agent, kve)
 }
 
-// entryName is the message name in key (mail.<agent>.<name> or
-// archive.<agent>.<name>).
+// entryName is the message name in key (mail.<agent>.<from>.<name> or
+// archive.<agent>.<from>.<name>; mail.<agent>.<name> in the layout
+// before senders had a token).
 func entryName(agent, key string) string {
-	return strings.TrimPrefix(strings.TrimPrefix(key, "archive."+agent+"."), "mail."+agent+".")
+	rest := strings.TrimPrefix(strings.TrimPrefix(key, "archive."+agent+"."), "mail."+agent+".")
+	if from, name, ok := strings.Cut(rest, "."); ok && !isStamp(rest) && isStamp(name) && crew.ValidateID("agent", from) == nil {
+		return name
+	}
+	return rest
 }
 
 // parseEntry makes the entry of agent's message kve; one that does not
@@ -453,15 +499,17 @@ func (m *Mail) find(agent, id string) (entry, error) {
 	}
 	for _, prefix := range []string{"mail." + agent + ".", "archive." + agent + "."} {
 		var keys []string
-		if mailbox.IsFileName(id) {
-			keys = []string{prefix + id} // a whole name (what the run's projection passes)
+		if from := senderOf(id); from != "" {
+			// A whole name (what the run's projection passes): its key,
+			// or the key of the layout before.
+			keys = []string{prefix + from + "." + id, prefix + id}
 		} else {
 			all, err := m.keys(prefix)
 			if err != nil {
 				return entry{}, err
 			}
 			for _, k := range all {
-				if mailbox.NameHasID(strings.TrimPrefix(k, prefix), id) {
+				if name := entryName(agent, k); name == id || !mailbox.IsFileName(id) && mailbox.NameHasID(name, id) {
 					keys = append(keys, k)
 				}
 			}
@@ -534,7 +582,7 @@ func (m *Mail) Archive(agent string, olderThan time.Duration, includeUnread bool
 		if !en.Mail.Archivable(cutoff, includeUnread) {
 			continue
 		}
-		if err := m.move(agent, en.Name, cutoff, includeUnread); err != nil {
+		if err := m.move(agent, strings.TrimPrefix(en.Path, MailBucket+":"), cutoff, includeUnread); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -543,9 +591,9 @@ func (m *Mail) Archive(agent string, olderThan time.Duration, includeUnread bool
 	return moved, errors.Join(errs...)
 }
 
-// move archives message name of agent (see Archive).
-func (m *Mail) move(agent, name string, cutoff time.Time, includeUnread bool) error {
-	from, to := mailKey(agent, name), archiveKey(agent, name)
+// move archives agent's message at key (see Archive).
+func (m *Mail) move(agent, key string, cutoff time.Time, includeUnread bool) error {
+	from, to := key, archiveKey(key)
 	return m.do(context.Background(), func(ctx context.Context, kv jetstream.KeyValue) error {
 		for range 3 {
 			e, err := m.read(ctx, kv, agent, from)

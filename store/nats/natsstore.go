@@ -68,6 +68,7 @@ type Store struct {
 	mail *Mail
 
 	agent  string // the agent the credentials belong to (their user's name), or ""
+	role   Role   // its role, or "" (no crew credentials: all it is let do)
 	denial denial // the server's permission refusals
 
 	mu      sync.Mutex
@@ -105,18 +106,18 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		nats.ReconnectWait(100 * time.Millisecond),
 		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond),
 	}
-	agent := ""
+	agent, role := "", Role("")
 	s := &Store{opts: o, url: shown, streams: map[string]jetstream.Stream{}, logs: map[string]*Log{}}
 	if o.Creds != "" {
 		nopts = append(nopts, nats.UserCredentials(o.Creds))
-		if agent = CredsAgent(o.Creds); agent != "" {
+		if agent, role = CredsAgent(o.Creds); agent != "" {
 			// Replies come to the agent's own inboxes, which only its
 			// user may subscribe to (Permissions): no other agent sees
 			// the answers to its requests (its mail, its reads).
 			nopts = append(nopts, nats.CustomInboxPrefix(InboxPrefix(agent)))
 		}
 	}
-	s.agent = agent
+	s.agent, s.role = agent, role
 	nopts = append(nopts, nats.ErrorHandler(s.denial.handler))
 	if o.TLSCA != "" {
 		nopts = append(nopts, nats.RootCAs(o.TLSCA))
