@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/internal/teststores"
 	natsstore "github.com/crew-dev/crew/store/nats"
 )
 
@@ -240,6 +241,9 @@ type linHarness struct {
 	dir string
 	env []string
 	rec *linRecorder
+	// agentEnv is more environment for the processes of each task's
+	// worker (its own NATS credentials), after env.
+	agentEnv map[string][]string
 
 	mu   sync.Mutex
 	ids  map[string]string   // message id by body, of the messages steer and respond returned
@@ -414,7 +418,7 @@ func (h *linHarness) linWorkload(tasks []string, leaders, target int, killEvery 
 	}
 	for i, task := range tasks {
 		wg.Add(1)
-		go loop(uint64(i), []string{"CREW_TASK=" + task}, func(r *rand.Rand, n int) linInput {
+		go loop(uint64(i), append([]string{"CREW_TASK=" + task}, h.agentEnv[task]...), func(r *rand.Rand, n int) linInput {
 			kind := []string{"ask", "inbox", "inbox", "show", "ack"}[r.IntN(5)]
 			if kind == "ack" {
 				if body := h.sentTo(r, task); body != "" {
@@ -716,6 +720,56 @@ func TestLinearizableNATSCluster(t *testing.T) {
 		t.Errorf("%d processes killed, %d stream leaders restarted, %d cut off; want some of each", kills, restarts, partitions)
 	}
 	h.checkLinearizable("nats")
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Error("the workload ran out of time")
+	}
+}
+
+// TestLinearizableNATSAuth: the workload on a server started from crew
+// nats auth's configuration, each worker's crew mcp processes connecting
+// with its own credentials and the leaders' with the leader's, random
+// ones killed with kill -9: the history is linearizable, and no
+// operation of the workload is refused (each agent does only what its
+// role may).
+func TestLinearizableNATSAuth(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	srv, _, err := teststores.AuthServer(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	tasks := []string{"t1", "t2", "t3", "t4"}
+	keys := filepath.Join(base, "auth")
+	dir := t.TempDir()
+	if res := runCrewIn(t, dir, nil, nil, append([]string{"nats", "auth", "--out", keys, "--leader", "leader"}, tasks...)...); res.Code != 0 {
+		t.Fatalf("crew nats auth: exit %d: %s", res.Code, res.Stderr)
+	}
+	env := []string{"CREW_STORE=" + srv.ClientURL(), "CREW_RUN=r1", "CREW_NATS_CREDS=" + filepath.Join(keys, "leader.creds")}
+	creds := func(task string) []string { return []string{"CREW_NATS_CREDS=" + filepath.Join(keys, task+".creds")} }
+	must := func(extra []string, args ...string) {
+		t.Helper()
+		if res := runCrewIn(t, dir, nil, append(slices.Clone(env), extra...), args...); res.Code != 0 {
+			t.Fatalf("crew %s: exit %d: %s", strings.Join(args, " "), res.Code, res.Stderr)
+		}
+	}
+	must(nil, "run", "create", "--id", "r1")
+	agentEnv := map[string][]string{}
+	for _, task := range tasks {
+		must(nil, "task", "add", task)
+		must(append(creds(task), "CREW_TASK="+task), "task", "start")
+		agentEnv[task] = creds(task)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := &linHarness{t: t, ctx: ctx, dir: dir, env: env, agentEnv: agentEnv,
+		rec: &linRecorder{start: time.Now(), counts: map[string]int{}, oks: map[string]int{}}, ids: map[string]string{}, sent: map[string][]string{}}
+	kills := h.linWorkload(tasks, 2, linOps(2000), time.Second, nil)
+	t.Logf("NATS with authorization: %d crew mcp processes killed with kill -9; outcomes %v", kills, h.rec.counts)
+	if n := h.rec.counts["error denied"]; n > 0 {
+		t.Errorf("%d operations refused by the server: an agent was denied what its role does", n)
+	}
+	h.checkLinearizable("nats-auth")
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Error("the workload ran out of time")
 	}

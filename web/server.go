@@ -209,6 +209,8 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, crew.ErrTimeout):
 		return http.StatusGatewayTimeout
+	case errors.Is(err, crew.ErrDenied):
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

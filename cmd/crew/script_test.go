@@ -42,11 +42,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/natstest"
+	"github.com/crew-dev/crew/internal/teststores"
 	"github.com/crew-dev/crew/run"
 	natsstore "github.com/crew-dev/crew/store/nats"
 	"github.com/crew-dev/crew/task"
@@ -80,7 +82,17 @@ func scriptParams(nats bool) testscript.Params {
 			if err != nil {
 				return err
 			}
-			srv, err := natstest.Start(dir)
+			var srv *server.Server
+			if os.Getenv(teststores.AuthEnv) != "" {
+				// Authorization on: a server from crew nats auth's
+				// configuration, and a user of its account (the scripts
+				// act as every agent over one set of credentials).
+				var creds string
+				srv, creds, err = teststores.AuthServer(dir)
+				e.Setenv("CREW_NATS_CREDS", creds)
+			} else {
+				srv, err = natstest.Start(dir)
+			}
 			if err != nil {
 				return err
 			}
@@ -235,7 +247,7 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	var root *run.Root
 	if addr := ts.Getenv("CREW_STORE"); addr != "" {
-		s, err := natsstore.Dial(context.Background(), addr, natsstore.Options{})
+		s, err := natsstore.Dial(context.Background(), addr, natsstore.Options{Creds: ts.Getenv("CREW_NATS_CREDS")})
 		ts.Check(err)
 		defer s.Close()
 		root = run.NewRoot(s)

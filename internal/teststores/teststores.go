@@ -9,6 +9,7 @@ package teststores
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,7 +37,8 @@ type Started struct {
 }
 
 // Dial opens the store an address names: "file:DIR" (a state root),
-// "filekept:DIR" (the same, keeping one Log per run) or "nats:URL", and
+// "filekept:DIR" (the same, keeping one Log per run) or "nats:URL"
+// ("nats:URL,creds=FILE" with authorization, CREW_TEST_NATS_AUTH), and
 // returns it and a function that closes it.
 func Dial(ctx context.Context, addr string) (store.Store, func(), error) {
 	kind, where, _ := strings.Cut(addr, ":")
@@ -49,7 +51,8 @@ func Dial(ctx context.Context, addr string) (store.Store, func(), error) {
 		s.KeepLogs = kind == "filekept"
 		return s, func() { s.Close() }, nil
 	case "nats":
-		s, err := natsstore.Dial(ctx, where, natsstore.Options{})
+		url, creds, _ := strings.Cut(where, ",creds=")
+		s, err := natsstore.Dial(ctx, url, natsstore.Options{Creds: creds})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -70,9 +73,19 @@ func Start(t *testing.T) []Started {
 		}
 		s.Close()
 	}
-	srv := natstest.Server(t)
+	natsAddr := ""
+	if os.Getenv(AuthEnv) != "" {
+		srv, creds, err := AuthServer(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
+		natsAddr = "nats:" + srv.ClientURL() + ",creds=" + creds
+	} else {
+		natsAddr = "nats:" + natstest.Server(t).ClientURL()
+	}
 	var out []Started
-	for _, s := range []Started{{Name: "file", Addr: "file:" + dir}, {Name: "file-kept", Addr: "filekept:" + kept}, {Name: "nats", Addr: "nats:" + srv.ClientURL()}} {
+	for _, s := range []Started{{Name: "file", Addr: "file:" + dir}, {Name: "file-kept", Addr: "filekept:" + kept}, {Name: "nats", Addr: natsAddr}} {
 		st, closer, err := Dial(ctx, s.Addr)
 		if err != nil {
 			t.Fatal(err)

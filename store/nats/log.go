@@ -209,13 +209,19 @@ func (t *tail) CatchUp(ctx context.Context, view *state.State) error {
 	if view.Seq >= t.end {
 		return nil
 	}
-	return t.l.s.Read(ctx, t.l.run, view.Seq, func(e *events.Event) error {
+	err := t.l.s.Read(ctx, t.l.run, view.Seq, func(e *events.Event) error {
 		if e.Seq > t.end {
 			return events.ErrStopScan
 		}
 		view.Apply(e)
 		return nil
 	})
+	if err == events.ErrStopScan {
+		// Other writers appended past the end Load saw: the commit
+		// engine's append finds out, and the operation tries again.
+		return nil
+	}
+	return err
 }
 
 // Append implements commit.Tail: Store.Append, whose condition on the
