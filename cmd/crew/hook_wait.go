@@ -1,0 +1,81 @@
+// crew hook claude wait: the hook that wakes an idle Claude Code
+// session. crew setup claude registers it as an asyncRewake command hook
+// (https://code.claude.com/docs/en/hooks: the hook runs in the
+// background, and when it exits 2 Claude is woken, even when the
+// session is idle, and shown its standard error) on SessionStart, Stop
+// and UserPromptSubmit. It waits for the agent's mail (app.App.Wake, the
+// wake ask --wait uses) and exits 2 with the delivery on standard error,
+// in the words of the PostToolUse delivery; it exits 0 when there is
+// nothing to wait for (the task ended). One waits per session: a lock
+// per session, held while it waits, makes every other exit 0 at once,
+// so arming it at each stop and prompt re-arms it after a wake.
+
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gofrs/flock"
+	"github.com/urfave/cli/v2"
+
+	"github.com/crew-dev/crew/app"
+)
+
+// wakeExit is the wait hook's exit status when it delivers: Claude
+// Code's asyncRewake wakes the session on exit 2.
+const wakeExit = 2
+
+// wait is crew hook AGENT wait.
+func wait(c *cli.Context, e *env, a hookAgent, in hookInput) error {
+	lock, err := waitLock(c, in.SessionID)
+	if err != nil {
+		return err
+	}
+	held, err := lock.TryLock()
+	if err != nil {
+		return err
+	}
+	if !held {
+		return nil // another waits for this session
+	}
+	defer lock.Unlock()
+	d, err := e.app().Wake(c.Context, app.Wake{Tools: a.tools})
+	if err != nil || d.Text == "" {
+		return err
+	}
+	if _, err := fmt.Fprint(e.stderr, d.Text); err != nil {
+		return err
+	}
+	return errWoken
+}
+
+// errWoken is wait's outcome when it delivered: agentHook exits
+// wakeExit (every other error of a hook is exit 1, which never wakes).
+var errWoken = errors.New("woken")
+
+// waitLock is the lock of the wait hooks of one session (its id, none
+// for an agent that gives none) of one participant: a file in a
+// directory of the user's in the system's temporary directory. The
+// lock (flock(2)) goes with the process that holds it, so a killed
+// waiter leaves none behind.
+func waitLock(c *cli.Context, session string) (*flock.Flock, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("crew-wait-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	wd, _ := os.Getwd()
+	key := strings.Join([]string{session, c.String("dir"), c.String("store"), wd, c.String("run"), c.String("task"), c.String("as")}, "\x00")
+	if session != "" {
+		// The session's id names it: its hooks may start in another
+		// directory after a cd.
+		key = strings.Join([]string{session, c.String("store"), c.String("run"), c.String("task"), c.String("as")}, "\x00")
+	}
+	sum := sha256.Sum256([]byte(key))
+	return flock.New(filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock")), nil
+}
