@@ -74,7 +74,7 @@ func (a *App) Wake(ctx context.Context, req Wake) (*Delivery, error) {
 		}
 	}
 	w := &delivery{ctx: ctx, r: r, task: participant, req: Deliver{Run: req.Run, Moment: AtWake, Tools: req.Tools}, d: d}
-	watch := r.Watch()
+	watch := r.Watch() // before the first read: a change after it wakes the wait
 	defer watch.Close()
 	for {
 		hold, done, err := w.wake()

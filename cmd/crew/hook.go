@@ -118,7 +118,8 @@ func hookCommand() *cli.Command {
 			UsageText: usageText,
 			ArgsUsage: "EVENT",
 			Flags: []cli.Flag{runFlag, taskFlag, asFlag,
-				&cli.BoolFlag{Name: "peek", Usage: "at SessionStart: print what the hook would deliver, record nothing (crew setup's check)"}},
+				&cli.BoolFlag{Name: "peek", Usage: "at SessionStart: print what the hook would deliver, record nothing (crew setup's check)"},
+				&cli.BoolFlag{Name: waiterFlag, Hidden: true}},
 			Action: func(c *cli.Context) error { return agentHook(c, a) },
 		})
 	}
@@ -167,9 +168,12 @@ func answerHook(c *cli.Context, a hookAgent) error {
 	}
 	event := c.Args().First()
 	if event == "wait" && len(a.waitEvents) > 0 {
-		in, err := readHookInput(c)
-		if err != nil {
-			return err
+		var in hookInput
+		if !c.Bool(waiterFlag) { // the waiter's standard input is the hook's pipe
+			var err error
+			if in, err = readHookInput(c); err != nil {
+				return err
+			}
 		}
 		return wait(c, e, a, in)
 	}
