@@ -61,6 +61,10 @@ type Deliver struct {
 	// Tools is how the agent names crew's MCP tools in the brief, and
 	// how it loads them when they are deferred (zero: crew_ask, ...).
 	Tools ToolNames `json:"-"`
+	// Via is how the front end reaches the agent: events.ViaHook (the
+	// default: a command hook) or events.ViaHTTPHook. The delivery is
+	// recorded with it and the moment ("hook:tool-result").
+	Via string `json:"-"`
 }
 
 // ToolNames is how an agent shows crew's MCP tools to its model: the
@@ -133,6 +137,7 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	}
 	if !req.Peek {
 		supervise.Alive(r, id, true)
+		supervise.HookCalled(r, id)
 	}
 	w := &delivery{ctx: ctx, r: r, task: id, req: req, d: d}
 	switch req.Moment {
@@ -173,6 +178,9 @@ func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*D
 	}
 	if !crew.SameID(a.Identity.As, r.Manifest.Leader) {
 		return d, nil // an agent of no task that does not lead this run
+	}
+	if !req.Peek {
+		supervise.HookCalled(r, run.Leader)
 	}
 	w := &delivery{ctx: ctx, r: r, task: run.Leader, req: req, d: d}
 	switch req.Moment {
@@ -227,7 +235,7 @@ func (w *delivery) markDelivered(msgs []events.Message) ([]events.Message, error
 	if w.req.Peek {
 		return pendingOnly(msgs), nil
 	}
-	e, err := w.r.MarkDelivered(context.WithoutCancel(w.ctx), w.task, ids)
+	e, err := w.r.MarkDeliveredVia(context.WithoutCancel(w.ctx), w.task, ids, w.via())
 	if err != nil || e == nil {
 		return nil, err
 	}
@@ -239,6 +247,18 @@ func (w *delivery) markDelivered(msgs []events.Message) ([]events.Message, error
 		}
 	}
 	return marked, nil
+}
+
+// via is how this delivery reaches the agent (events.Event.Via).
+func (w *delivery) via() string {
+	if w.req.Moment == AtWake {
+		return events.ViaWake
+	}
+	via := w.req.Via
+	if via == "" {
+		via = events.ViaHook
+	}
+	return via + ":" + string(w.req.Moment)
 }
 
 func pendingOnly(msgs []events.Message) []events.Message {

@@ -8,6 +8,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // AtWake is the moment an idle agent is woken (Wake): not one of its
@@ -74,6 +75,12 @@ func (a *App) Wake(ctx context.Context, req Wake) (*Delivery, error) {
 		}
 	}
 	w := &delivery{ctx: ctx, r: r, task: participant, req: Deliver{Run: req.Run, Moment: AtWake, Tools: req.Tools}, d: d}
+	// Known while it waits: a message not delivered for long has a
+	// likelier reason than an idle agent without a wait hook
+	// (Undelivered).
+	if release, err := supervise.Waiting(r, participant); err == nil {
+		defer release()
+	}
 	watch := r.Watch() // before the first read: a change after it wakes the wait
 	defer watch.Close()
 	for {

@@ -46,6 +46,7 @@ func addReadTools(s *mcp.Server, a *app.App) {
 // readMailbox reads the mailbox open opens for in, once, and returns its
 // messages under "messages".
 func readMailbox(ctx context.Context, open func(app.Read, func(error)) (*app.Mailbox, error), in app.Read) (map[string][]events.Message, error) {
+	in.Via = events.ViaMCP
 	mb, err := open(in, nil)
 	if err != nil {
 		return nil, err
