@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -114,3 +115,31 @@ func undeliveredReason(r *run.Run, t *state.Task, l *run.Liveness, m *events.Mes
 
 // roundSeconds is d in whole seconds, as the reasons say it ("2m5s").
 func roundSeconds(d time.Duration) string { return d.Round(time.Second).String() }
+
+// ListUndelivered is the request of ListUndelivered.
+type ListUndelivered struct {
+	Run   string `json:"run,omitempty" jsonschema:"the run id (default: the identity's, else the most recently created run)"`
+	After string `json:"after,omitempty" jsonschema:"list a message not delivered for this duration (default 2m)"`
+}
+
+// ListUndelivered lists the messages sent to the run's workers and not
+// delivered for longer than req.After (default DefaultUndeliveredAfter),
+// oldest first, each with the likely reason, as the leader's Pending
+// does (Open.Undelivered); it records nothing (no reaping of lost
+// workers: crew serve reaps on its own). Errors: crew.ErrInvalid for a
+// bad duration, those of opening and reading the run.
+func (a *App) ListUndelivered(ctx context.Context, req ListUndelivered) ([]Undelivered, error) {
+	after, err := undeliveredAfter(req.After)
+	if err != nil {
+		return nil, err
+	}
+	r, err := a.Run(req.Run)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.TaskState()
+	if err != nil {
+		return nil, err
+	}
+	return undelivered(r, st, supervise.Liveness(r, st, 0, time.Now()), after, "")
+}

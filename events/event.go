@@ -63,7 +63,7 @@ type Event struct {
 // ":" and the moment of the agent's loop it was shown at (session-start,
 // tool-result, stop, prompt: package app's Moment).
 const (
-	ViaInbox    = "inbox"     // crew inbox, or a reader of the run's inbox through the library
+	ViaInbox    = "inbox"     // crew inbox or crew outbox, or a reader of a mailbox through the library (run.Run.Inbox)
 	ViaMCP      = "mcp"       // crew mcp's crew_inbox
 	ViaHook     = "hook"      // crew hook AGENT EVENT, a command hook of the agent
 	ViaHTTPHook = "http-hook" // an HTTP hook of the agent, answered by crew serve
