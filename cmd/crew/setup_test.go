@@ -289,7 +289,7 @@ func TestSetupClaudeCannotSilentlyFail(t *testing.T) {
 	if got := mustJSON(t, hooks["PostToolUseFailure"]); got != `[{"hooks":[{"command":"`+bin+` hook claude PostToolUseFailure --run r1 --task t1","type":"command"}],"matcher":"*"}]` {
 		t.Fatalf("PostToolUseFailure: %s", got)
 	}
-	wait := `{"hooks":[{"asyncRewake":true,"command":"` + bin + ` hook claude wait --run r1 --task t1","timeout":86400,"type":"command"}]}`
+	wait := `{"hooks":[{"async":true,"asyncRewake":true,"command":"` + bin + ` hook claude wait --run r1 --task t1","timeout":86400,"type":"command"}]}`
 	for _, ev := range []string{"SessionStart", "Stop", "UserPromptSubmit"} {
 		groups := hooks[ev].([]any)
 		if len(groups) != 2 || mustJSON(t, groups[1]) != wait {
@@ -307,4 +307,22 @@ func runAs(name string, f func() int) int {
 	os.Args[0] = name
 	defer func() { os.Args[0] = old }()
 	return f()
+}
+
+// TestSetupLeader: a leader's session is set up with --as and the run's
+// leader's name (its brief checked); an agent name that leads no run
+// would get nothing from the hooks, and setup says so (exit 1).
+func TestSetupLeader(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	makeSetupRoot(t, dir)
+	out := runSetup(t, dir, "claude", "--as", "leader", "--run", "r1")
+	if !strings.Contains(out, "checked: the SessionStart hook runs (crew)") {
+		t.Fatalf("setup printed:\n%s", out)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"crew", "setup", "--project", dir, "--crew-path", "crew", "claude", "--as", "bob", "--run", "r1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitIO || !strings.Contains(stderr.String(), "it gave no brief for the pinned identity") {
+		t.Fatalf("--as bob: exit %d: %s", code, stderr.String())
+	}
 }

@@ -210,7 +210,11 @@ func addHooks(doc map[string]any, h Hooks, toolMatcher string, pin []string) {
 		add(ev, map[string]any{"type": "command", "command": h.command(ev, pin)})
 	}
 	for _, ev := range h.WaitEvents {
-		add(ev, map[string]any{"type": "command", "command": h.command("wait", pin), "asyncRewake": true, "timeout": h.WaitTimeout})
+		// async too, which asyncRewake implies: a Claude Code that ran
+		// a SessionStart asyncRewake hook in the foreground (reported for
+		// 2.1.246, anthropics/claude-code#89960) would not start until a
+		// message came; with async it runs the hook in the background.
+		add(ev, map[string]any{"type": "command", "command": h.command("wait", pin), "async": true, "asyncRewake": true, "timeout": h.WaitTimeout})
 	}
 	for _, ev := range order {
 		groups, _ := hooks[ev].([]any)
