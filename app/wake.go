@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/crew-dev/crew"
@@ -94,8 +95,11 @@ func (a *App) Wake(ctx context.Context, req Wake) (*Delivery, error) {
 		}
 		err = watch.Wait(wctx)
 		cancel()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case err != nil && !errors.Is(err, context.DeadlineExceeded): // not the hold's end: the watch failed
+			return nil, err
 		}
 	}
 }
