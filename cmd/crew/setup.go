@@ -86,6 +86,9 @@ func setup(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if strings.HasPrefix(command, os.TempDir()+string(filepath.Separator)) || strings.Contains(command, string(filepath.Separator)+"go-build") {
+		fmt.Fprintf(e.stderr, "crew: warning: this crew is a temporary build (%s), which may be gone when the agent runs it: install crew (go install, make build) and set up again, or give --crew-path\n", command)
+	}
 	// The pinned run and task must exist: an agent set up for a task
 	// that is not there would get nothing from its hooks, silently.
 	if c.String("run") != "" || c.String("task") != "" || c.String("as") != "" {
