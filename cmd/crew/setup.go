@@ -86,7 +86,7 @@ func setup(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(command, os.TempDir()+string(filepath.Separator)) || strings.Contains(command, string(filepath.Separator)+"go-build") {
+	if strings.Contains(command, string(filepath.Separator)+"go-build") { // go run's: $GOTMPDIR/go-buildN/b001/exe/crew
 		fmt.Fprintf(e.stderr, "crew: warning: this crew is a temporary build (%s), which may be gone when the agent runs it: install crew (go install, make build) and set up again, or give --crew-path\n", command)
 	}
 	// The pinned run and task must exist: an agent set up for a task
