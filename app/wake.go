@@ -46,9 +46,13 @@ type Wake struct {
 // the worker's task ended, every task of the leader's run ended, or the
 // agent is no crew agent. It waits on the run's log as ask --wait does
 // (run.Run.Watch), reading the agent's open messages once per wake-up.
+// show, when not nil, is given the delivery as soon as it is recorded
+// (its event durable), before the mailbox projections of that record are
+// written: the wait hook wakes the agent then (as ask --wait shows its
+// answer before it acknowledges it). An error from show is returned.
 // Errors: those of Deliver opening the run and the task, ctx.Err() when
 // ctx ends.
-func (a *App) Wake(ctx context.Context, req Wake) (*Delivery, error) {
+func (a *App) Wake(ctx context.Context, req Wake, show func(*Delivery) error) (*Delivery, error) {
 	d := &Delivery{Moment: AtWake}
 	participant := req.Task
 	if participant == "" {
@@ -84,8 +88,18 @@ func (a *App) Wake(ctx context.Context, req Wake) (*Delivery, error) {
 	}
 	watch := r.Watch() // before the first read: a change after it wakes the wait
 	defer watch.Close()
+	// The delivery's record returns once durable; its projections are
+	// written after show, before Wake returns.
+	r.SetAsync(true)
+	defer func() {
+		r.Sync()
+		r.SetAsync(false)
+	}()
 	for {
 		hold, done, err := w.wake()
+		if err == nil && d.Text != "" && show != nil {
+			err = show(d)
+		}
 		if err != nil || done || d.Text != "" {
 			return d, err
 		}

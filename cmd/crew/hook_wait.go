@@ -123,21 +123,24 @@ func waiter(c *cli.Context, e *env, a hookAgent) error {
 		io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	d, err := e.app().Wake(ctx, app.Wake{Tools: a.tools})
-	var outcome string
+	told := false
+	tell := func(outcome string) error {
+		told = true
+		_, err := io.WriteString(e.stdout, outcome)
+		if f, ok := e.stdout.(*os.File); ok {
+			f.Close() // the hook reads to the end: it goes on now, not at this process's exit
+		}
+		return err
+	}
+	// The delivery is handed over as soon as it is recorded (show), its
+	// projections written after.
+	_, err := e.app().Wake(ctx, app.Wake{Tools: a.tools}, func(d *app.Delivery) error { return tell("wake\n" + d.Text) })
 	switch {
+	case told:
 	case err != nil:
-		outcome = "error\n" + message(err)
-	case d.Text != "":
-		outcome = "wake\n" + d.Text
+		tell("error\n" + message(err))
 	default:
-		outcome = "done\n"
-	}
-	if _, werr := io.WriteString(e.stdout, outcome); werr != nil && err == nil {
-		err = werr
-	}
-	if f, ok := e.stdout.(*os.File); ok {
-		f.Close() // the hook reads to the end: it goes on now, not at this process's exit
+		err = tell("done\n")
 	}
 	return err
 }
