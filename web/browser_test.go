@@ -432,7 +432,8 @@ func TestBrowserReasonKeepsItsLines(t *testing.T) {
 // TestBrowserUndelivered: with crew serve --undelivered-after 2s, a
 // steer that no hook, wake or inbox delivered appears on the open board
 // under "Not delivered" with the likely reason, with no event and no
-// reload; once the worker reads it, it goes.
+// reload; once the worker reads it, it goes, and the task's page says
+// how it was delivered.
 func TestBrowserUndelivered(t *testing.T) {
 	f := newFixtureWith(t, web.Options{UndeliveredAfter: 2 * time.Second})
 	b := newBrowser(t)
@@ -449,5 +450,10 @@ func TestBrowserUndelivered(t *testing.T) {
 	_, err = f.run.Inbox(context.Background(), "t1", run.InboxOptions{})
 	must(t, err)
 	b.do(t, chromedp.WaitNotPresent(chromedp.CSS(sel)))
+	// The task's page says how it was delivered.
+	b.do(t, chromedp.Navigate(f.base+"/runs/r1/tasks/t1?token="+f.token))
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`.msg.steer header`))); !strings.Contains(text, "delivered via inbox") {
+		t.Errorf("the steer on t1's page: %q", text)
+	}
 	b.noDialogs(t)
 }
