@@ -115,7 +115,9 @@ func TestHookClaudeSessionStart(t *testing.T) {
 	follow := f.send("follow-up", "Then add a test for an empty string.")
 	ctx := f.context(f.hook("SessionStart", "SessionStart"), "SessionStart")
 	for _, want := range []string{"run r1 (fix Reverse)", "task t1: make Reverse keep runes whole", "Status: running", "leader is leader",
-		"exits 0: go vet ./...", "Messages not yet acknowledged (2)", steer, "Keep ReverseBytes.", follow} {
+		"exits 0: go vet ./...", "Messages not yet acknowledged (2)", steer, "Keep ReverseBytes.", follow,
+		// crew's MCP tools as Claude Code shows them, and how to load them when deferred
+		"mcp__crew__crew_ask", "mcp__crew__crew_task_start", "load them with ToolSearch"} {
 		if !strings.Contains(ctx, want) {
 			t.Errorf("SessionStart context lacks %q:\n%s", want, ctx)
 		}
