@@ -13,6 +13,7 @@ func natsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "nats",
 		Usage: "set up a NATS server for crew: per-agent credentials that the server enforces",
+		UsageText: "crew nats auth --out ./nats --leader lead t1 t2",
 		Subcommands: []*cli.Command{{
 			Name: "auth",
 			Usage: "write the NATS server's authorization block (DIR/auth.conf, to include in its configuration) and a credentials " +
