@@ -11,8 +11,8 @@ import (
 
 func natsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "nats",
-		Usage: "set up a NATS server for crew: per-agent credentials that the server enforces",
+		Name:      "nats",
+		Usage:     "set up a NATS server for crew: per-agent credentials that the server enforces",
 		UsageText: "crew nats auth --out ./nats --leader lead t1 t2",
 		Subcommands: []*cli.Command{{
 			Name: "auth",
