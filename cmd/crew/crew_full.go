@@ -76,14 +76,21 @@ func natsAuth(c *cli.Context) error {
 	if leader == "" && len(agents) == 0 {
 		return fmt.Errorf("crew nats auth: name the leader (--leader NAME) or workers (AGENT...), or both: %w", crew.ErrInvalid)
 	}
-	for _, a := range append(agents, leader) {
-		if a != "" {
-			if err := crew.ValidateID("agent", a); err != nil {
-				return err
-			}
+	// Every name is checked before anything is written.
+	for _, a := range append(slices.Clone(agents), leader) {
+		if a == "" {
+			continue
 		}
-		if a != "" && a == leader && slices.Contains(agents, a) || a == "crew" {
-			return fmt.Errorf("crew nats auth: agent %s: %w", a, crew.ErrInvalid)
+		if err := crew.ValidateID("agent", a); err != nil {
+			return err
+		}
+		switch {
+		case a == "crew":
+			return fmt.Errorf("crew nats auth: crew is crew's own actor name, no agent's: %w", crew.ErrInvalid)
+		case a == leader && slices.Contains(agents, a):
+			return fmt.Errorf("crew nats auth: %s is named as the leader and as a worker; an agent has one role: %w", a, crew.ErrInvalid)
+		case a != leader && a == "leader":
+			return fmt.Errorf("crew nats auth: a worker cannot be named leader, the leader's actor name: %w", crew.ErrInvalid)
 		}
 	}
 	auth, made, err := natsstore.LoadAuthority(dir)
