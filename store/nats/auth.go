@@ -31,6 +31,11 @@ const (
 	RoleWorker Role = "worker"
 )
 
+// wakeSubjects are the subjects of the waiters' wake-ups: empty core
+// NATS messages, one subject per run and participant (a task id, or the
+// leader), which waiters subscribe to and writers publish on.
+const wakeSubjects = "crew.wake.>"
+
 // InboxPrefix is the prefix of the reply subjects of agent's connection:
 // only agent's user may subscribe to them, so no other agent sees the
 // answers to its requests (what it reads of its mail, of the log).
@@ -77,6 +82,11 @@ func Permissions(role Role, agent string) jwt.Permissions {
 		// Which mailboxes exist, the projection marks, the id claims.
 		kvGet(MailBucket, "box.*"), kvList(MailBucket, "box.>"), kvGet(MailBucket, "projected.*"),
 		kvGet(MailBucket, "name.>"), kvPut(MailBucket, "box."+agent), kvPut(MailBucket, "name.box."+a),
+		// Wake-ups (core NATS, crew.wake.<run>.<participant>): a writer
+		// wakes the waiters of every participant its event concerns.
+		// They carry nothing: a waiter woken reads the log, so a forged
+		// one costs a read and changes nothing.
+		wakeSubjects,
 	}
 	// What the wildcards above would open on the buckets: whole-bucket
 	// reads (message gets, unfiltered consumers, pulls).
@@ -104,7 +114,7 @@ func Permissions(role Role, agent string) jwt.Permissions {
 	var p jwt.Permissions
 	p.Pub.Allow.Add(pub...)
 	p.Pub.Deny.Add(deny...)
-	p.Sub.Allow.Add(InboxPrefix(agent) + ".>")
+	p.Sub.Allow.Add(InboxPrefix(agent)+".>", wakeSubjects)
 	return p
 }
 
