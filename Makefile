@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/crew
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build demo test vet lint fuzz bench powerloss linearizability clean
+.PHONY: all build demo test vet lint fuzz bench powerloss linearizability nats-auth clean
 
 all: build
 
@@ -61,6 +61,15 @@ LINEARIZABILITY_OPS ?= 20000
 linearizability:
 	CREW_LINEARIZABILITY_OPS=$(LINEARIZABILITY_OPS) \
 		$(GO) test -count=1 -v -timeout 0 -run '^TestLineariz' ./guarantee/
+
+# The NATS suites with authorization on (docs/nats.md, Authorization):
+# the conformance suites and the CLI testscripts on a server started from
+# crew nats auth's configuration (CREW_TEST_NATS_AUTH). make test runs
+# nats_auth.txtar and TestLinearizableNATSAuth, which use per-agent
+# credentials, already.
+nats-auth:
+	CREW_TEST_NATS_AUTH=1 $(GO) test -count=1 -p 1 -timeout 30m \
+		-run 'TestConformance|TestScriptNATS$$|TestLinearizableNATSAuth' ./store/storetest ./run/runtest ./cmd/crew ./guarantee
 
 # Every go test -fuzz target, one after another (go test -fuzz takes one
 # target per run), FUZZTIME each. `make test` runs only their seed corpora
