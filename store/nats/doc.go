@@ -1,17 +1,20 @@
 // Package nats keeps crew runs in NATS JetStream, for leaders and
 // workers on different machines that share no files.
 //
-// Layout. Each run is one stream, CREW_RUN_<run>, holding one subject,
-// crew.run.<run>: the run's events, one message each, as the JSON line
-// events.jsonl would hold. The stream's sequence is the event's seq, so
+// Layout. Each run is one stream, CREW_RUN_<run>, with a subject per
+// actor, crew.run.<run>.<actor>: the run's events, one message each on
+// its actor's subject, as the JSON line events.jsonl would hold. An
+// agent's NATS credentials may publish only on its own actor's subjects
+// (Permissions, Authority; docs/nats.md, Authorization), and readers
+// refuse an event on another actor's subject (crew.ErrTampered). The stream's sequence is the event's seq, so
 // seq 1, 2, 3 … stays dense and a cursor read (--since SEQ) starts at
 // the right message without scanning the log.
 //
 // Commit rule (the commit engine of store/commit, as for the file
 // store). A writer reduces the log as far as it has read it, to seq
 // N, validates its operation, and publishes the event as seq N+1 with
-// Nats-Expected-Last-Subject-Sequence: N. The server stores it only if
-// the subject's last message is still N, so two writers on two machines
+// Nats-Expected-Last-Sequence: N. The server stores it only if the
+// stream's last message is still N, so two writers on two machines
 // cannot both append seq N+1: the loser gets crew.ErrConflict, reloads
 // and validates again (the server is the run lock). Each publish carries
 // Nats-Msg-Id, the operation's id: a publish retried after a lost

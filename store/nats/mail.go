@@ -33,7 +33,8 @@ import (
 //
 // Names are made of an agent id, a UUID and a time stamp, all valid key
 // tokens. Each write is a compare-and-set on the key's revision
-// (Nats-Expected-Last-Subject-Sequence, as the runs' logs use): delivery
+// (Nats-Expected-Last-Subject-Sequence; the runs' logs check the stream's
+// last sequence instead): delivery
 // creates a key only if it does not exist, a read flag is updated only
 // if the message is unchanged since it was read, and archiving deletes
 // the message only at the revision it copied.

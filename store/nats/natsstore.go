@@ -418,8 +418,9 @@ func (s *Store) stream(ctx context.Context, run string) (jetstream.Stream, error
 }
 
 // Append appends ev to the log of ev.Run as seq ev.Seq, if and only if
-// the log's last event is seq ev.Seq-1 (Nats-Expected-Last-Subject-
-// Sequence); otherwise it returns an error wrapping crew.ErrConflict and
+// the log's last event is seq ev.Seq-1 (Nats-Expected-Last-Sequence on
+// the run's stream, whichever actor's subject ev is published on);
+// otherwise it returns an error wrapping crew.ErrConflict and
 // the caller reloads the state and tries again. opID names the
 // operation (Nats-Msg-Id): a publish whose acknowledgement was lost is
 // retried here with the same id, and the server stores it once (within
