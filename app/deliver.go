@@ -65,6 +65,16 @@ type Deliver struct {
 	// default: a command hook) or events.ViaHTTPHook. The delivery is
 	// recorded with it and the moment ("hook:tool-result").
 	Via string `json:"-"`
+	// Show, when not nil, hands the delivery to the agent before it is
+	// recorded: Deliver works out what the moment shows as it would,
+	// calls Show once with it (also when it shows nothing), and marks the
+	// messages shown delivered only once Show returned nil. An error from
+	// Show marks nothing and is returned, so that a message whose answer
+	// never reached the agent (crew serve's HTTP hooks: a connection
+	// dropped before the answer was written) is delivered at its next
+	// moment. The price is the other way round: a message a concurrent
+	// moment delivers meanwhile may be shown by both.
+	Show func(*Delivery) error `json:"-"`
 }
 
 // ToolNames is how an agent shows crew's MCP tools to its model: the
@@ -155,7 +165,28 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return w.show()
+}
+
+// show ends a delivery made with Deliver.Show: it hands the delivery
+// over, then marks what it showed delivered. Without Show it returns the
+// delivery, already recorded.
+func (w *delivery) show() (*Delivery, error) {
+	if w.req.Show == nil {
+		return w.d, nil
+	}
+	if err := w.req.Show(w.d); err != nil {
+		return nil, err
+	}
+	if len(w.held) == 0 || w.req.Peek {
+		return w.d, nil
+	}
+	e, err := w.r.MarkDeliveredVia(context.WithoutCancel(w.ctx), w.task, w.held, w.via())
+	if err != nil || e == nil {
+		return w.d, err
+	}
+	w.d.Delivered = e.MessageIDs
+	return w.d, nil
 }
 
 // deliverToLeader is Deliver for an agent with no task: the run's
@@ -170,14 +201,14 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 // worker's stops are (under the reserved name leader).
 func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*Delivery, error) {
 	if a.Identity.As == "" {
-		return d, nil // not a crew agent
+		return (&delivery{req: req, d: d}).show() // not a crew agent
 	}
 	r, err := a.Run(req.Run)
 	if err != nil {
 		return nil, err
 	}
 	if !crew.SameID(a.Identity.As, r.Manifest.Leader) {
-		return d, nil // an agent of no task that does not lead this run
+		return (&delivery{req: req, d: d}).show() // an agent of no task that does not lead this run
 	}
 	if !req.Peek {
 		supervise.HookCalled(r, run.Leader)
@@ -194,7 +225,7 @@ func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*D
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return w.show()
 }
 
 // delivery is one Deliver call for one participant.
@@ -204,6 +235,7 @@ type delivery struct {
 	task string // a task id, or run.Leader for the leader
 	req  Deliver
 	d    *Delivery
+	held []string // with Deliver.Show: the ids to mark delivered once shown
 }
 
 // open returns the task and its messages not yet acknowledged, urgent
@@ -233,6 +265,10 @@ func (w *delivery) markDelivered(msgs []events.Message) ([]events.Message, error
 		return nil, nil
 	}
 	if w.req.Peek {
+		return pendingOnly(msgs), nil
+	}
+	if w.req.Show != nil {
+		w.held = append(w.held, ids...)
 		return pendingOnly(msgs), nil
 	}
 	e, err := w.r.MarkDeliveredVia(context.WithoutCancel(w.ctx), w.task, ids, w.via())

@@ -44,6 +44,8 @@ type Options struct {
 	// undelivered before the board lists it with the likely reason (crew
 	// serve --undelivered-after); 0 is app.DefaultUndeliveredAfter.
 	UndeliveredAfter time.Duration
+	// Version is the MCP server's version, reported to MCP clients.
+	Version string
 }
 
 // Server serves the dashboard of the runs of one state root. It is an
@@ -92,7 +94,14 @@ func New(root *run.Root, o Options) (*Server, error) {
 	mux.HandleFunc("POST /runs/{run}/tasks/{task}/{action}", s.taskAction)
 	mux.HandleFunc("POST /runs/{run}/broadcast", s.broadcast)
 	mux.HandleFunc("POST /runs/{run}/ack", s.ack)
-	s.handler = s.guard.wrap(mux)
+	pages, programs := s.guard.wrap(mux), s.programs(o.Version)
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isProgram(r.URL.Path) {
+			programs.ServeHTTP(w, r)
+			return
+		}
+		pages.ServeHTTP(w, r)
+	})
 	return s, nil
 }
 

@@ -233,9 +233,9 @@ func TestHookClaudeStop(t *testing.T) {
 // follow-up blocks exactly one stop; nothing is delivered twice.
 func TestHookAgentLoop(t *testing.T) {
 	for _, a := range hookAgents {
-		t.Run(a.name, func(t *testing.T) {
+		t.Run(a.Name, func(t *testing.T) {
 			f := newHookFixture(t)
-			f.agent = a.name
+			f.agent = a.Name
 			testHookAgentLoop(t, f, a)
 		})
 	}
@@ -243,8 +243,8 @@ func TestHookAgentLoop(t *testing.T) {
 
 func testHookAgentLoop(t *testing.T, f *hookFixture, a hookAgent) {
 	event := map[app.Moment]string{}
-	for _, ev := range a.events {
-		event[ev.at] = ev.name
+	for _, ev := range a.Events {
+		event[ev.At] = ev.Name
 	}
 	start, tool, stop, prompt := event[app.AtSessionStart], event[app.AtToolResult], event[app.AtStop], event[app.AtPrompt]
 	f.context(f.hook(start, start), start)

@@ -8,6 +8,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// tokenEnv is the environment variable that holds crew serve's token
+// (serve_full.go) and that agents' HTTP hooks send as their bearer token
+// (crew setup claude --http names it in allowedEnvVars, never its value).
+const tokenEnv = "CREW_TOKEN"
+
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",

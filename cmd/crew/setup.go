@@ -111,7 +111,7 @@ func setup(c *cli.Context) error {
 	// The hook command is checked before anything is written: it reads
 	// no configuration file, so it runs now as it will from the agent.
 	checked := ""
-	if i := slices.IndexFunc(hookAgents, func(a hookAgent) bool { return a.name == agent }); i >= 0 {
+	if i := slices.IndexFunc(hookAgents, func(a hookAgent) bool { return a.Name == agent }); i >= 0 {
 		if err := checkHook(c, dir, hookAgents[i], command, pin); err != nil {
 			return err
 		}
@@ -166,7 +166,7 @@ func crewPath(path string) (string, error) {
 // run, fails or answers with no JSON is an error (exit 1) naming the
 // command and what it printed.
 func checkHook(c *cli.Context, dir string, a hookAgent, command string, pin []string) error {
-	line := agentconfig.ShellQuote(command) + " " + strings.Join(append([]string{"hook", a.name, "SessionStart"}, pin...), " ") + " --peek"
+	line := agentconfig.ShellQuote(command) + " " + strings.Join(append([]string{"hook", a.Name, "SessionStart"}, pin...), " ") + " --peek"
 	cmd := exec.CommandContext(c.Context, "/bin/sh", "-c", line)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","source":"startup","session_id":"crew-setup-check"}`)
@@ -272,7 +272,7 @@ func setupClaude(dir, command string, pin []string) ([]configFile, error) {
 		return nil, err
 	}
 	settings, err := mergeFile(dir, agentconfig.ClaudeSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.ClaudeSettings(path, old, hookAgents[0].hooks(command), pin)
+		return agentconfig.ClaudeSettings(path, old, setupHooks(hookAgents[0], command), pin)
 	})
 	if err != nil {
 		return nil, err
@@ -284,7 +284,7 @@ func setupClaude(dir, command string, pin []string) ([]configFile, error) {
 // .gemini/settings.json.
 func setupGemini(dir, command string, pin []string) ([]configFile, error) {
 	settings, err := mergeFile(dir, agentconfig.GeminiSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.GeminiSettings(path, old, hookAgents[1].hooks(command), pin)
+		return agentconfig.GeminiSettings(path, old, setupHooks(hookAgents[1], command), pin)
 	})
 	if err != nil {
 		return nil, err

@@ -101,9 +101,9 @@ func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
 	if len(post) != 2 || !strings.Contains(mustJSON(t, post[0]), "gofmt") || !strings.Contains(mustJSON(t, post[1]), "crew hook claude PostToolUse --task t1") {
 		t.Fatalf("PostToolUse hooks: %v", post)
 	}
-	for _, ev := range hookAgents[0].events {
-		if !strings.Contains(mustJSON(t, hooks[ev.name]), "crew hook claude "+ev.name) {
-			t.Errorf("no crew hook for %s: %v", ev.name, hooks[ev.name])
+	for _, ev := range hookAgents[0].Events {
+		if !strings.Contains(mustJSON(t, hooks[ev.Name]), "crew hook claude "+ev.Name) {
+			t.Errorf("no crew hook for %s: %v", ev.Name, hooks[ev.Name])
 		}
 	}
 	// Idempotent: a second run changes nothing.
