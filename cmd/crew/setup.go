@@ -35,14 +35,17 @@ func setupCommand() *cli.Command {
 		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml) or gemini (.gemini/settings.json: MCP server and hooks)",
 		UsageText: "crew setup claude\ncrew setup claude --task t1 --run r1   # a worker's own checkout\n" +
 			"crew setup claude --as leader --run r1   # the leader's session\n" +
-			"crew setup codex --dry-run",
-		ArgsUsage: "claude|codex|gemini",
+			"crew setup codex --dry-run\n" +
+			"crew setup claude --http                        # hooks and MCP through crew serve at " + defaultServeURL + "\n" +
+			"crew setup claude --http http://10.0.0.5:7777   # CREW_TOKEN in the agent's environment: crew serve's token",
+		ArgsUsage: "claude|codex|gemini [URL]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "pin the run `ID` in the configuration (default: CREW_RUN of the agent's environment)"},
 			&cli.StringFlag{Name: "task", Usage: "pin the worker's task `ID` (default: CREW_TASK of the agent's environment)"},
 			&cli.StringFlag{Name: "as", Usage: "pin the acting agent `NAME`: the run's leader's name sets up a leader's session (its hooks show it the workers' questions, reports and failures)"},
 			&cli.StringFlag{Name: "project", Usage: "the project `DIR` whose configuration to write", Value: "."},
 			&cli.BoolFlag{Name: "dry-run", Usage: "show what would change, write nothing"},
+			&cli.BoolFlag{Name: "http", Usage: "reach crew through crew serve at URL (default " + defaultServeURL + "): Claude Code's hooks of type http and its MCP server, Codex's MCP server; the agent's environment gives the token as " + tokenEnv + " (never written to a file); the wait hook stays a command"},
 			&cli.StringFlag{Name: "crew-path", Usage: "the crew `COMMAND` the agent runs (default: the absolute path of this crew; a bare name such as crew is looked up on the agent's PATH)"},
 		},
 		Action: setup,
@@ -58,8 +61,17 @@ type configFile struct {
 
 func setup(c *cli.Context) error {
 	e := newEnv(c)
-	if c.Args().Len() != 1 {
-		return fmt.Errorf("setup takes the agent: claude, codex or gemini: %w", crew.ErrInvalid)
+	url := ""
+	switch {
+	case c.Bool("http") && c.Args().Len() == 2:
+		url = strings.TrimSuffix(c.Args().Get(1), "/")
+		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+			return fmt.Errorf("setup --http %q: want crew serve's URL, such as %s: %w", url, defaultServeURL, crew.ErrInvalid)
+		}
+	case c.Bool("http") && c.Args().Len() == 1:
+		url = defaultServeURL
+	case c.Args().Len() != 1:
+		return fmt.Errorf("setup takes the agent: claude, codex or gemini (and with --http crew serve's URL): %w", crew.ErrInvalid)
 	}
 	pin := []string{}
 	for _, name := range []string{"run", "task", "as"} {
@@ -82,6 +94,9 @@ func setup(c *cli.Context) error {
 	if agent != "claude" && agent != "codex" && agent != "gemini" {
 		return fmt.Errorf("setup %q: crew sets up claude, codex or gemini (any other MCP client: run crew mcp): %w", agent, crew.ErrInvalid)
 	}
+	if url != "" && agent == "gemini" {
+		return fmt.Errorf("setup gemini --http: Gemini CLI's hooks are commands only; set it up without --http: %w", crew.ErrInvalid)
+	}
 	command, err := crewPath(c.String("crew-path"))
 	if err != nil {
 		return err
@@ -99,9 +114,9 @@ func setup(c *cli.Context) error {
 	var files []configFile
 	switch agent {
 	case "claude":
-		files, err = setupClaude(dir, command, pin)
+		files, err = setupClaude(dir, command, url, pin)
 	case "codex":
-		files, err = setupCodex(dir, command, pin)
+		files, err = setupCodex(dir, command, url, pin)
 	case "gemini":
 		files, err = setupGemini(dir, command, pin)
 	}
@@ -143,6 +158,9 @@ func setup(c *cli.Context) error {
 	}
 	if !c.Bool("dry-run") {
 		fmt.Fprint(e.stdout, nextSteps(agent, pin))
+		if url != "" {
+			fmt.Fprintf(e.stdout, "- run crew serve at %s with %s set (openssl rand -hex 32), and give the agent the same %s: a hook or MCP call while crew serve is down delivers nothing and loses nothing (the next one that reaches it delivers); without crew serve, set up again without --http for command hooks\n", url, tokenEnv, tokenEnv)
+		}
 	}
 	return nil
 }
@@ -261,18 +279,29 @@ func mergeFile(dir, rel string, merge func(path string, old []byte) ([]byte, err
 	return configFile{path: path, old: old, new: b}, nil
 }
 
+// defaultServeURL is crew serve's address when --addr is not given:
+// crew setup --http's default.
+const defaultServeURL = "http://127.0.0.1:7777"
+
 // setupClaude: crew mcp in .mcp.json (the project's MCP servers), and a
 // crew hook per event, the wait hook and the permission for crew's MCP
 // tools in .claude/settings.json; command is the crew the agent runs.
-func setupClaude(dir, command string, pin []string) ([]configFile, error) {
+// With url (crew serve's), the MCP server and the hooks but the wait
+// hook are crew serve's over HTTP.
+func setupClaude(dir, command, url string, pin []string) ([]configFile, error) {
 	mcpFile, err := mergeFile(dir, agentconfig.ClaudeMCPFile, func(path string, old []byte) ([]byte, error) {
+		if url != "" {
+			return agentconfig.ClaudeMCPHTTP(path, old, url, pin)
+		}
 		return agentconfig.ClaudeMCP(path, old, command, pin)
 	})
 	if err != nil {
 		return nil, err
 	}
+	hooks := setupHooks(hookAgents[0], command)
+	hooks.URL = url
 	settings, err := mergeFile(dir, agentconfig.ClaudeSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.ClaudeSettings(path, old, setupHooks(hookAgents[0], command), pin)
+		return agentconfig.ClaudeSettings(path, old, hooks, pin)
 	})
 	if err != nil {
 		return nil, err
@@ -292,9 +321,13 @@ func setupGemini(dir, command string, pin []string) ([]configFile, error) {
 	return []configFile{settings}, nil
 }
 
-// setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml.
-func setupCodex(dir, command string, pin []string) ([]configFile, error) {
+// setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml
+// (with url: crew serve's MCP endpoint).
+func setupCodex(dir, command, url string, pin []string) ([]configFile, error) {
 	f, err := mergeFile(dir, agentconfig.CodexConfigFile, func(_ string, old []byte) ([]byte, error) {
+		if url != "" {
+			return agentconfig.CodexConfigHTTP(old, url, pin), nil
+		}
 		return agentconfig.CodexConfig(old, command, pin), nil
 	})
 	if err != nil {
