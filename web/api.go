@@ -5,9 +5,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/agenthook"
 	"github.com/crew-dev/crew/mcpserver"
@@ -47,9 +49,28 @@ func (s *Server) programs(version string) http.Handler {
 	appFor := func(id app.Identity) *app.App {
 		return app.New(func() (*run.Root, error) { return s.root, nil }, id)
 	}
+	// One MCP server per identity, made at the first session that starts
+	// with it and kept: the SDK asks for the server at every request (to
+	// check the protocol version), and registering every tool costs
+	// milliseconds. A session keeps the server of its initialize
+	// request, so its identity is fixed there.
+	var mu sync.Mutex
+	servers := map[app.Identity]*mcp.Server{}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		id := mcpIdentity(r)
-		return mcpserver.New(mcpserver.Options{App: appFor(id), Version: version, Task: id.Task}).Server
+		for _, v := range []struct{ kind, id string }{{"run", id.Run}, {"task", id.Task}, {"agent", id.As}} {
+			if v.id != "" && crew.ValidateID(v.kind, v.id) != nil {
+				return nil // 400
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if s, ok := servers[id]; ok {
+			return s
+		}
+		s := mcpserver.New(mcpserver.Options{App: appFor(id), Version: version, Task: id.Task}).Server
+		servers[id] = s
+		return s
 	}, &mcp.StreamableHTTPOptions{})
 	mux := http.NewServeMux()
 	mux.Handle(HooksPath, agenthook.Handler{App: appFor})

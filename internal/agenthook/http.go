@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/crew-dev/crew"
@@ -110,7 +111,10 @@ func (h Handler) answer(w http.ResponseWriter, r *http.Request) (written bool, e
 			return fmt.Errorf("the agent's connection closed before its answer was written: %w", err)
 		}
 		written = true
+		// With its length given, the answer is complete for the agent
+		// once flushed: it does not wait for the record that follows.
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		if _, err := w.Write(body); err != nil {
 			return err
