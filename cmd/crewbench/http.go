@@ -160,4 +160,3 @@ func hookHTTP(r *run.Run, hooks, token string, n int) (httpResult, error) {
 	res.steerP50, res.steerP99 = percentile(steered, 50), percentile(steered, 99)
 	return res, nil
 }
-
