@@ -1,11 +1,12 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -54,8 +55,6 @@ func (s *Server) programs(version string) http.Handler {
 	// check the protocol version), and registering every tool costs
 	// milliseconds. A session keeps the server of its initialize
 	// request, so its identity is fixed there.
-	var mu sync.Mutex
-	servers := map[app.Identity]*mcp.Server{}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		id := mcpIdentity(r)
 		for _, v := range []struct{ kind, id string }{{"run", id.Run}, {"task", id.Task}, {"agent", id.As}} {
@@ -63,19 +62,36 @@ func (s *Server) programs(version string) http.Handler {
 				return nil // 400
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if s, ok := servers[id]; ok {
-			return s
+		s.mcpMu.Lock()
+		defer s.mcpMu.Unlock()
+		if m, ok := s.mcpServers[id]; ok {
+			return m.Server
 		}
-		s := mcpserver.New(mcpserver.Options{App: appFor(id), Version: version, Task: id.Task}).Server
-		servers[id] = s
-		return s
+		m := mcpserver.New(mcpserver.Options{App: appFor(id), Version: version, Task: id.Task})
+		s.mcpServers[id] = m
+		return m.Server
 	}, &mcp.StreamableHTTPOptions{})
 	mux := http.NewServeMux()
 	mux.Handle(HooksPath, agenthook.Handler{App: appFor})
 	mux.Handle(MCPPath, mcpHandler)
 	return s.guard.program(mux)
+}
+
+// mcpChanged tells each MCP server's subscribed clients of the
+// resources that changed (mcpserver.Server.Changed); Supervise calls it
+// every period. Failures are returned joined.
+func (s *Server) mcpChanged(ctx context.Context) error {
+	s.mcpMu.Lock()
+	servers := make([]*mcpserver.Server, 0, len(s.mcpServers))
+	for _, m := range s.mcpServers {
+		servers = append(servers, m)
+	}
+	s.mcpMu.Unlock()
+	var errs []error
+	for _, m := range servers {
+		errs = append(errs, m.Changed(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // isProgram reports whether path is one programs call, which

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -70,7 +71,12 @@ func TestHTTPHookDeliversOnce(t *testing.T) {
 		!strings.Contains(out.HookSpecificOutput.AdditionalContext, "use the v2 API") {
 		t.Fatalf("hook: %d %q; want 200 and the steer as PostToolUse's additionalContext", code, body)
 	}
-	if got := f.message(t, "t1", m.ID); got.Status != events.StatusDelivered || got.DeliveredVia != events.ViaHTTPHook+":"+string(app.AtToolResult) {
+	// The delivery is recorded once the answer is out: wait for it.
+	got := f.message(t, "t1", m.ID)
+	for end := time.Now().Add(5 * time.Second); got.Status == events.StatusPending && time.Now().Before(end); got = f.message(t, "t1", m.ID) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got.Status != events.StatusDelivered || got.DeliveredVia != events.ViaHTTPHook+":"+string(app.AtToolResult) {
 		t.Fatalf("steer after the hook: %s via %q; want delivered via http-hook:tool-result", got.Status, got.DeliveredVia)
 	}
 	if code, body := f.hook(t, "PostToolUse", "t1", nil); code != 200 || body != "" {
@@ -134,8 +140,11 @@ func TestMCPOverHTTP(t *testing.T) {
 	f := newFixture(t)
 	f.steer(t, "t1", "for t1 only")
 	ctx := context.Background()
+	updated := make(chan string, 10)
 	connect := func(query string) *mcp.ClientSession {
-		c := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+		c := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- req.Params.URI
+		}})
 		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.base + "/mcp?token=" + f.token + query}, nil)
 		must(t, err)
 		t.Cleanup(func() { s.Close() })
@@ -161,6 +170,18 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	if in1, in2 := inbox(s1), inbox(s2); !strings.Contains(in1, "for t1 only") || strings.Contains(in2, "for t1 only") {
 		t.Fatalf("inbox of t1's session %s, of t2's %s; want the steer in t1's only", in1, in2)
+	}
+
+	// A subscription hears of a change (Supervise's period, a second).
+	must(t, s1.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://inbox"}))
+	f.steer(t, "t1", "a second steer")
+	select {
+	case uri := <-updated:
+		if uri != "crew://inbox" {
+			t.Fatalf("updated %s; want crew://inbox", uri)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no resources/updated after a steer to a subscribed inbox")
 	}
 
 	resp, err := http.Post(f.base+"/mcp", "application/json", strings.NewReader(`{}`))

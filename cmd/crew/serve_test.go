@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew/web"
 )
@@ -139,7 +140,13 @@ func TestHTTPHookServerDown(t *testing.T) {
 	if err != nil || code != 200 || json.Unmarshal([]byte(body), &answer) != nil || !strings.Contains(answer.HookSpecificOutput.AdditionalContext, "switch to the v2 API") {
 		t.Fatalf("hook once the server is back: %d %q %v; want the steer as additionalContext", code, body, err)
 	}
-	if out := f.must("inbox", "--task", "t1", "--peek", "--json"); !strings.Contains(out, `"deliveredVia":"http-hook:tool-result"`) {
+	// The delivery is recorded once the answer is out: wait for it.
+	out := f.must("inbox", "--task", "t1", "--peek", "--json")
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(out, `"deliveredVia":"http-hook:tool-result"`) && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+		out = f.must("inbox", "--task", "t1", "--peek", "--json")
+	}
+	if !strings.Contains(out, `"deliveredVia":"http-hook:tool-result"`) {
 		t.Fatalf("steer after the hook: %s; want delivered via http-hook:tool-result", out)
 	}
 }
