@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,79 @@ func TestHTTPHookServerDown(t *testing.T) {
 	}
 	if !strings.Contains(out, `"deliveredVia":"http-hook:tool-result"`) {
 		t.Fatalf("steer after the hook: %s; want delivered via http-hook:tool-result", out)
+	}
+}
+
+// The HTTP hooks answer and record exactly as the command hooks: two
+// tasks in the same state, one served by crew hook claude EVENT, the
+// other by crew serve's /hooks/claude/EVENT, get the same answer at each
+// moment (the task's id and the messages' ids aside), and their messages
+// the same delivery records but for the door (hook: or http-hook:).
+func TestHTTPHooksAnswerAsCommandHooks(t *testing.T) {
+	t.Parallel()
+	bin := buildCrew(t)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eBound)
+	defer cancel()
+	f := newMCPFixture(t, ctx, bin)
+	token := web.NewToken()
+	s := startServe(t, f.e2eLeader, "CREW_TOKEN="+token)
+	for _, task := range []string{"t1", "t2"} {
+		f.must("task", "add", task, "--title", "same")
+		f.must("task", "start", task, "--task", task)
+	}
+	ids := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	norm := func(s, task string) string {
+		return ids.ReplaceAllString(strings.ReplaceAll(s, task, "TASK"), "ID")
+	}
+	for _, ev := range []struct{ name, input, before string }{
+		{"SessionStart", `{"hook_event_name":"SessionStart","source":"startup","session_id":"s"}`, "steer"},
+		{"PostToolUse", `{"hook_event_name":"PostToolUse","session_id":"s"}`, "steer"},
+		{"PostToolUse", `{"hook_event_name":"PostToolUse","session_id":"s"}`, ""},
+		{"UserPromptSubmit", `{"hook_event_name":"UserPromptSubmit","session_id":"s"}`, "follow-up"},
+		{"Stop", `{"hook_event_name":"Stop","session_id":"s","stop_hook_active":false}`, "follow-up"},
+		{"Stop", `{"hook_event_name":"Stop","session_id":"s","stop_hook_active":true}`, ""},
+	} {
+		if ev.before != "" {
+			for _, task := range []string{"t1", "t2"} {
+				f.must(ev.before, task, "before "+ev.name)
+			}
+		}
+		cmd := exec.CommandContext(ctx, bin, "hook", "claude", ev.name)
+		cmd.Dir, cmd.Env = f.dir, append(append([]string{}, f.env...), "CREW_TASK=t1")
+		cmd.Stdin = strings.NewReader(ev.input)
+		byCommand, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("crew hook claude %s: %v", ev.name, err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Hooks+"claude/"+ev.name, strings.NewReader(ev.input))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Crew-Run", "r1")
+		req.Header.Set("X-Crew-Task", "t2")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byHTTP, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got, want := norm(string(byHTTP), "t2"), norm(strings.TrimSpace(string(byCommand)), "t1"); got != want {
+			t.Fatalf("%s (%s sent before): over HTTP\n%s\nas a command\n%s", ev.name, ev.before, got, want)
+		}
+	}
+	// The records: the same moments, through each door.
+	records := func(task string) string {
+		out := f.must("inbox", "--task", task, "--peek", "--json")
+		var vias []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m struct{ Body, DeliveredVia string }
+			json.Unmarshal([]byte(line), &m)
+			vias = append(vias, m.Body+": "+strings.TrimPrefix(m.DeliveredVia, "http-"))
+		}
+		return strings.Join(vias, "\n")
+	}
+	for end := time.Now().Add(10 * time.Second); records("t1") != records("t2") && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond) // an HTTP hook records after its answer
+	}
+	if a, b := records("t1"), records("t2"); a != b || !strings.Contains(a, "before PostToolUse: hook:tool-result") || !strings.Contains(a, "before Stop: hook:stop") {
+		t.Fatalf("records of the command hooks:\n%s\nof the HTTP hooks (http- taken off):\n%s", a, b)
 	}
 }

@@ -15,7 +15,8 @@
 // hook_event_name, session_id, source (SessionStart), stop_hook_active
 // (Claude's Stop, Gemini's AfterAgent). Claude Code also has hooks of
 // type "http" (the input POSTed, a 2xx JSON body read as a command
-// hook's standard output); Gemini CLI's hooks are commands only.
+// hook's standard output); Gemini CLI's hooks are commands only (its
+// reference: type "Currently only \"command\" is supported").
 package agenthook
 
 import (
