@@ -1,4 +1,4 @@
-// crew hook claude|gemini EVENT: crew's deliveries inside an agent's
+// crew hook claude|gemini|codex EVENT: crew's deliveries inside an agent's
 // loop. The agent runs the command at points of its loop with a JSON
 // object on standard input and reads a JSON answer on standard output.
 // This file only translates: the agent's event to a moment of package
@@ -66,7 +66,22 @@ var hookAgents = []hookAgent{
 		app.ToolNames{Prefix: "mcp__crew__", Loader: "ToolSearch"}, []string{"SessionStart", "UserPromptSubmit", "Stop"}},
 	{"gemini", "Gemini CLI", []hookEvent{{"SessionStart", app.AtSessionStart}, {"AfterTool", app.AtToolResult}, {"AfterAgent", app.AtStop}, {"BeforeAgent", app.AtPrompt}},
 		app.ToolNames{}, nil},
+	// Codex sends Claude Code's input (plus turn_id, tool_use_id and, for
+	// an MCP tool, a structured tool_response, which crew does not read)
+	// and reads Claude Code's answers, dropping silently one with a field
+	// it does not know, plain text on PostToolUse, and exit 1; exit 2 on
+	// PostToolUse would replace the tool's output, so crew never uses it
+	// (https://developers.openai.com/codex/hooks). Its model's shell is
+	// bash -lc, whose profile may reset PATH: the brief names crew by
+	// its path. Its MCP tool calls end at tool_timeout_sec: the brief
+	// says to go on with crew_await. SessionStart comes again, source
+	// compact, after an auto-compaction, as Claude Code's.
+	{"codex", "Codex", []hookEvent{{"SessionStart", app.AtSessionStart}, {"PostToolUse", app.AtToolResult}, {"Stop", app.AtStop}, {"UserPromptSubmit", app.AtPrompt}},
+		app.ToolNames{Prefix: "mcp__crew__", Timeout: true}, nil},
 }
+
+// codexAgent is hookAgents' Codex.
+var codexAgent = hookAgents[2]
 
 // waitTimeout is the timeout, in seconds, setup gives the wait hook:
 // a day, after which the agent kills it and its next stop or prompt
@@ -101,7 +116,7 @@ func (a hookAgent) hooks(command string) agentconfig.Hooks {
 func hookCommand() *cli.Command {
 	cmd := &cli.Command{
 		Name:  "hook",
-		Usage: "deliver crew's messages inside an agent's loop (its hooks): crew hook claude|gemini EVENT",
+		Usage: "deliver crew's messages inside an agent's loop (its hooks): crew hook claude|gemini|codex EVENT",
 		UsageText: "crew setup claude   # writes the hooks into .claude/settings.json\n" +
 			"echo '{\"hook_event_name\":\"PostToolUse\"}' | CREW_RUN=r1 CREW_TASK=t1 crew hook claude PostToolUse",
 	}
@@ -188,8 +203,14 @@ func answerHook(c *cli.Context, a hookAgent) error {
 	if in.HookEventName != "" && in.HookEventName != event {
 		return fmt.Errorf("hook %s got the input of %s: %w", event, in.HookEventName, crew.ErrInvalid)
 	}
+	tools := a.tools
+	if a.name == codexAgent.name {
+		if tools.Crew, err = selfPath(); err != nil {
+			tools.Crew = ""
+		}
+	}
 	d, err := e.app().Deliver(c.Context, app.Deliver{Moment: a.events[i].at, Session: in.SessionID, StopActive: in.StopHookActive,
-		Peek: c.Bool("peek"), Tools: a.tools})
+		Peek: c.Bool("peek"), Tools: tools})
 	if err != nil {
 		return err
 	}

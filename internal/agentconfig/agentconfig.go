@@ -44,7 +44,21 @@ const (
 	// CodexConfigFile holds Codex's MCP servers
 	// (https://developers.openai.com/codex/mcp).
 	CodexConfigFile = ".codex/config.toml"
+	// CodexHooksFile holds Codex's project hooks, beside its config
+	// (https://developers.openai.com/codex/hooks): Claude Code's shape.
+	CodexHooksFile = ".codex/hooks.json"
 )
+
+// CodexEnvVars are the variables of the agent's environment Codex
+// passes to crew mcp (env_vars: Codex gives an MCP server only an
+// allow-list of its environment, so under crew spawn the server would
+// not know its run or task).
+var CodexEnvVars = []string{"CREW_DIR", "CREW_RUN", "CREW_TASK", "CREW_AGENT", "CREW_STORE", "CREW_NATS_CREDS", "CREW_NATS_TLS_CA", "CREW_NATS_REPLICAS"}
+
+// CodexToolTimeout is crew mcp's tool_timeout_sec, in seconds: a day,
+// so that a crew_ask waiting for the leader is not cut off by Codex's
+// tool timeout (progress notifications do not extend it).
+const CodexToolTimeout = 86400
 
 // Hooks are the crew hook commands of one agent: for each event, in
 // order, "CREW hook AGENT EVENT" and the pinned arguments.
@@ -177,6 +191,14 @@ func GeminiSettings(name string, old []byte, h Hooks, pin []string) ([]byte, err
 	})
 }
 
+// CodexHooks merges crew's hooks h, with the pinned arguments, into
+// Codex's .codex/hooks.json: Claude Code's shape, the tool event's
+// without a matcher (Codex's matcher is a regular expression; none
+// matches every tool, MCP tools too).
+func CodexHooks(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
+	return MergeJSON(name, old, func(doc map[string]any) { addHooks(doc, h, "", pin) })
+}
+
 // object returns doc[key] as an object, making it if missing or not one.
 func object(doc map[string]any, key string) map[string]any {
 	if m, ok := doc[key].(map[string]any); ok {
@@ -274,7 +296,8 @@ func toAny(ss []string) []any {
 // crew) with the pinned arguments, into Codex's .codex/config.toml (old:
 // its content, nil for none) as the table [mcp_servers.crew]: the table
 // (and its sub-tables) is replaced, or appended after a blank line;
-// every other line stays as it was, comments too.
+// every other line stays as it was, comments too. The table passes
+// CodexEnvVars to the server and gives its tools CodexToolTimeout.
 func CodexConfig(old []byte, command string, pin []string) []byte {
 	args := make([]string, 0, len(pin)+1)
 	for _, a := range append([]string{"mcp"}, pin...) {
@@ -282,7 +305,13 @@ func CodexConfig(old []byte, command string, pin []string) []byte {
 		args = append(args, string(q))
 	}
 	cmd, _ := json.Marshal(crewCommand(command))
-	table := "[mcp_servers.crew]\ncommand = " + string(cmd) + "\nargs = [" + strings.Join(args, ", ") + "]\n"
+	var env []string
+	for _, v := range CodexEnvVars {
+		q, _ := json.Marshal(v)
+		env = append(env, string(q))
+	}
+	table := "[mcp_servers.crew]\ncommand = " + string(cmd) + "\nargs = [" + strings.Join(args, ", ") + "]\n" +
+		"env_vars = [" + strings.Join(env, ", ") + "]\n" + fmt.Sprintf("tool_timeout_sec = %d\n", CodexToolTimeout)
 	var out []string
 	lines := strings.SplitAfter(string(old), "\n")
 	replaced, skip := false, false
