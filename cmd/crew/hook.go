@@ -42,6 +42,10 @@ type hookAgent struct {
 	// asyncRewake hook: Claude Code only): the session's start, and after
 	// each wake the stop that ends the woken turn, or a prompt.
 	waitEvents []string
+	// failOpen: the agent reads a failing hook other than by exit 1 as
+	// "deny" (Gemini CLI); setup makes every failure exit 1
+	// (agentconfig.Hooks.FailOpen).
+	failOpen bool
 }
 
 type hookEvent struct {
@@ -63,9 +67,9 @@ type hookEvent struct {
 // call is a tool boundary too.
 var hookAgents = []hookAgent{
 	{"claude", "Claude Code", []hookEvent{{"SessionStart", app.AtSessionStart}, {"PostToolUse", app.AtToolResult}, {"PostToolUseFailure", app.AtToolResult}, {"Stop", app.AtStop}, {"UserPromptSubmit", app.AtPrompt}},
-		app.ToolNames{Prefix: "mcp__crew__", Loader: "ToolSearch"}, []string{"SessionStart", "UserPromptSubmit", "Stop"}},
+		app.ToolNames{Prefix: "mcp__crew__", Loader: "ToolSearch"}, []string{"SessionStart", "UserPromptSubmit", "Stop"}, false},
 	{"gemini", "Gemini CLI", []hookEvent{{"SessionStart", app.AtSessionStart}, {"AfterTool", app.AtToolResult}, {"AfterAgent", app.AtStop}, {"BeforeAgent", app.AtPrompt}},
-		app.ToolNames{}, nil},
+		app.ToolNames{}, nil, true},
 	// Codex sends Claude Code's input (plus turn_id, tool_use_id and, for
 	// an MCP tool, a structured tool_response, which crew does not read)
 	// and reads Claude Code's answers, dropping silently one with a field
@@ -77,7 +81,7 @@ var hookAgents = []hookAgent{
 	// says to go on with crew_await. SessionStart comes again, source
 	// compact, after an auto-compaction, as Claude Code's.
 	{"codex", "Codex", []hookEvent{{"SessionStart", app.AtSessionStart}, {"PostToolUse", app.AtToolResult}, {"Stop", app.AtStop}, {"UserPromptSubmit", app.AtPrompt}},
-		app.ToolNames{Prefix: "mcp__crew__", Timeout: true}, nil},
+		app.ToolNames{Prefix: "mcp__crew__", Timeout: true}, nil, false},
 }
 
 // codexAgent is hookAgents' Codex.
@@ -100,7 +104,7 @@ func (a hookAgent) eventNames(sep, last string) string {
 // hooks are the crew hook commands crew setup writes for a, running
 // command (agentconfig.Hooks).
 func (a hookAgent) hooks(command string) agentconfig.Hooks {
-	h := agentconfig.Hooks{Command: command, Agent: a.name, WaitEvents: a.waitEvents}
+	h := agentconfig.Hooks{Command: command, Agent: a.name, WaitEvents: a.waitEvents, FailOpen: a.failOpen}
 	if len(a.waitEvents) > 0 {
 		h.WaitTimeout = waitTimeout
 	}

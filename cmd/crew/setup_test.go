@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,7 @@ func TestSetupGemini(t *testing.T) {
 	if len(after) != 2 || !strings.Contains(mustJSON(t, after[0]), "gofmt") {
 		t.Fatalf("AfterTool hooks: %v", after)
 	}
-	if got := mustJSON(t, after[1]); got != `{"hooks":[{"command":"crew hook gemini AfterTool --run r1 --task t1","type":"command"}]}` {
+	if got := mustJSON(t, after[1]); got != `{"hooks":[{"command":"crew hook gemini AfterTool --run r1 --task t1 || exit 1","type":"command"}]}` {
 		t.Fatalf("crew's AfterTool hook (no matcher: every tool): %s", got)
 	}
 	for _, ev := range []string{"SessionStart", "AfterAgent", "BeforeAgent"} {
@@ -160,6 +161,17 @@ func TestSetupGemini(t *testing.T) {
 	}
 	if out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1"); !strings.HasPrefix(out, "unchanged "+settings+"\nchecked") {
 		t.Fatalf("second setup printed:\n%s", out)
+	}
+	// A crew that cannot run fails the hook with exit 1, which Gemini CLI
+	// shows as a warning and goes on from; the shell's 127 with "not
+	// found" would be its "deny", blocking the turn (BeforeAgent) with
+	// no word to the user.
+	line := strings.Replace(hooks["BeforeAgent"].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)["command"].(string), "crew", filepath.Join(dir, "no-such-crew"), 1)
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Stdin = strings.NewReader(`{"hook_event_name":"BeforeAgent"}`)
+	var ee *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("%s with crew missing: %v, want exit 1", line, err)
 	}
 }
 

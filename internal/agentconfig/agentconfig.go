@@ -78,7 +78,17 @@ type Hooks struct {
 	// WaitTimeout is how long, in seconds, the agent lets a wait hook
 	// run before it kills it (the next WaitEvent arms another).
 	WaitTimeout int
+	// FailOpen, for Gemini CLI, ends each command with FailOpenSuffix:
+	// Gemini reads a hook's exit 1 as a warning it shows the user and
+	// goes on from, but any other failure that printed something (127
+	// for a crew that is not there, with the shell's "not found") as
+	// "deny", which blocks the turn with no word to the user.
+	FailOpen bool
 }
+
+// FailOpenSuffix ends a Gemini CLI hook command (Hooks.FailOpen): every
+// failure of crew hook becomes exit 1, a warning.
+const FailOpenSuffix = " || exit 1"
 
 // ClaudeMCPPermission is the permission rule of Claude Code's settings
 // (permissions.allow) that lets the model call every tool of the MCP
@@ -97,7 +107,11 @@ func ShellQuote(s string) string {
 
 // command returns the hook command line for event (or "wait"), pinned.
 func (h Hooks) command(event string, pin []string) string {
-	return ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	c := ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	if h.FailOpen {
+		c += FailOpenSuffix
+	}
+	return c
 }
 
 func crewCommand(c string) string {
@@ -265,14 +279,14 @@ func isCrewHook(group any, h Hooks) bool {
 
 // IsCrewHookCommand reports whether cmd is a crew hook command of agent:
 // "CREW hook AGENT EVENT" and nothing but pins (--run, --task, --as and
-// their values) after it, whatever the crew binary CREW (an earlier
-// setup may have written another).
+// their values) after it, and maybe FailOpenSuffix, whatever the crew
+// binary CREW (an earlier setup may have written another).
 func IsCrewHookCommand(cmd, agent string) bool {
 	i := strings.Index(cmd, " hook "+agent+" ")
 	if i < 0 {
 		return false
 	}
-	words := strings.Fields(cmd[i+len(" hook "+agent+" "):])
+	words := strings.Fields(strings.TrimSuffix(cmd[i+len(" hook "+agent+" "):], FailOpenSuffix))
 	if len(words) == 0 || len(words)%2 != 1 {
 		return false
 	}
