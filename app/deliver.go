@@ -84,6 +84,15 @@ type Deliver struct {
 type ToolNames struct {
 	Prefix string
 	Loader string
+	// Crew is the crew command the brief names ("" is crew): the
+	// absolute path for an agent whose shell may not find crew on its
+	// PATH (Codex runs the model's commands with bash -lc, whose
+	// profile resets PATH).
+	Crew string
+	// Timeout says the agent cuts an MCP tool call off after a timeout
+	// (Codex's tool_timeout_sec): the brief says to go on waiting for an
+	// answer with crew_await.
+	Timeout bool
 }
 
 // name is crew's MCP tool tool as the model sees it.
@@ -346,7 +355,25 @@ func (w *delivery) brief() error {
 // MCP tools as the agent does.
 func workerRules(n ToolNames) string {
 	return fmt.Sprintf(`Use crew (the crew MCP tools, %s, %s, %s, ..., or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID, with --task and your task's id where CREW_TASK is not set); when you need a decision, crew ask "..." --wait (%s with wait) and follow the answer; crew task complete when done.
-`, n.name("crew_task_start"), n.name("crew_ask"), n.name("crew_ack"), n.name("crew_ask")) + loadTools(n)
+`, n.name("crew_task_start"), n.name("crew_ask"), n.name("crew_ack"), n.name("crew_ask")) + crewCommand(n) + awaitAfterTimeout(n) + loadTools(n)
+}
+
+// crewCommand names the crew command by its path, for an agent whose
+// shell may not have crew on its PATH.
+func crewCommand(n ToolNames) string {
+	if n.Crew == "" || n.Crew == "crew" {
+		return ""
+	}
+	return fmt.Sprintf("The crew command is %s: run it by that path (your shell may not find crew on its PATH).\n", n.Crew)
+}
+
+// awaitAfterTimeout tells an agent that cuts tool calls off what to do
+// when a waiting crew_ask is cut.
+func awaitAfterTimeout(n ToolNames) string {
+	if !n.Timeout {
+		return ""
+	}
+	return fmt.Sprintf("If %s with wait is cut off by a tool timeout, your question stays open: call %s (or crew await ID) to go on waiting for the answer.\n", n.name("crew_ask"), n.name("crew_await"))
 }
 
 // loadTools says how to load crew's MCP tools an agent defers.
@@ -514,7 +541,7 @@ func (w *delivery) leaderBrief() error {
 // MCP tools as the agent does.
 func leaderRules(n ToolNames) string {
 	return fmt.Sprintf(`Use crew (the crew MCP tools, %s, %s, %s, ..., or the crew command): answer a worker's question with crew respond TASK "..." (the worker is blocked until you do); redirect a worker with crew steer TASK "...", queue work for after its step with crew follow-up, ask a quiet one for status with crew nudge; acknowledge reports and failure notices once acted on (crew ack ID); crew pending lists what is open for you.
-`, n.name("crew_respond"), n.name("crew_steer"), n.name("crew_pending")) + loadTools(n)
+`, n.name("crew_respond"), n.name("crew_steer"), n.name("crew_pending")) + crewCommand(n) + loadTools(n)
 }
 
 // listMessages lists messages for the model: a header line and the body

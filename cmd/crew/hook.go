@@ -1,4 +1,4 @@
-// crew hook claude|gemini EVENT: crew's deliveries inside an agent's
+// crew hook claude|gemini|codex EVENT: crew's deliveries inside an agent's
 // loop. The agent runs the command at points of its loop with a JSON
 // object on standard input and reads a JSON answer on standard output.
 // This file only reads the command line and standard input: the
@@ -32,6 +32,9 @@ type hookInput = agenthook.Input
 // hookOutput is a hook's answer.
 type hookOutput = agenthook.Output
 
+// codexAgent is hookAgents' Codex.
+var codexAgent = hookAgents[2]
+
 // waitTimeout is the timeout, in seconds, setup gives the wait hook:
 // a day, after which the agent kills it and its next stop or prompt
 // arms another.
@@ -40,7 +43,7 @@ const waitTimeout = 86400
 // setupHooks are the crew hook commands crew setup writes for a, running
 // command (agentconfig.Hooks).
 func setupHooks(a hookAgent, command string) agentconfig.Hooks {
-	h := agentconfig.Hooks{Command: command, Agent: a.Name, WaitEvents: a.WaitEvents}
+	h := agentconfig.Hooks{Command: command, Agent: a.Name, WaitEvents: a.WaitEvents, FailOpen: a.FailOpen}
 	if len(a.WaitEvents) > 0 {
 		h.WaitTimeout = waitTimeout
 	}
@@ -56,7 +59,7 @@ func setupHooks(a hookAgent, command string) agentconfig.Hooks {
 func hookCommand() *cli.Command {
 	cmd := &cli.Command{
 		Name:  "hook",
-		Usage: "deliver crew's messages inside an agent's loop (its hooks): crew hook claude|gemini EVENT",
+		Usage: "deliver crew's messages inside an agent's loop (its hooks): crew hook claude|gemini|codex EVENT",
 		UsageText: "crew setup claude   # writes the hooks into .claude/settings.json\n" +
 			"echo '{\"hook_event_name\":\"PostToolUse\"}' | CREW_RUN=r1 CREW_TASK=t1 crew hook claude PostToolUse",
 	}
@@ -121,6 +124,11 @@ func answerHook(c *cli.Context, a hookAgent) error {
 		return err
 	}
 	req.Peek = c.Bool("peek")
+	if a.Name == codexAgent.Name {
+		if req.Tools.Crew, err = selfPath(); err != nil {
+			req.Tools.Crew = ""
+		}
+	}
 	d, err := e.app().Deliver(c.Context, req)
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ import (
 func setupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "setup",
-		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml) or gemini (.gemini/settings.json: MCP server and hooks)",
+		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml: MCP server; .codex/hooks.json) or gemini (.gemini/settings.json: MCP server and hooks)",
 		UsageText: "crew setup claude\ncrew setup claude --task t1 --run r1   # a worker's own checkout\n" +
 			"crew setup claude --as leader --run r1   # the leader's session\n" +
 			"crew setup codex --dry-run\n" +
@@ -161,6 +161,8 @@ func setup(c *cli.Context) error {
 		if url != "" {
 			fmt.Fprintf(e.stdout, "- run crew serve at %s with %s set (openssl rand -hex 32), and give the agent the same %s: a hook or MCP call while crew serve is down delivers nothing and loses nothing (the next one that reaches it delivers); without crew serve, set up again without --http for command hooks\n", url, tokenEnv, tokenEnv)
 		}
+	} else if agent == "codex" {
+		fmt.Fprint(e.stdout, "then:\n"+codexTrust)
 	}
 	return nil
 }
@@ -224,10 +226,18 @@ func nextSteps(agent string, pin []string) string {
 		b.WriteString("- Gemini CLI reads a project's settings only in a trusted folder: trust it, or run a headless worker with GEMINI_CLI_TRUST_WORKSPACE=true\n")
 	case "codex":
 		fmt.Fprintf(&b, "- start Codex in this project; %s\n", identity)
-		b.WriteString("- Codex reads a project's .codex/config.toml only once the project is trusted\n")
+		b.WriteString(codexTrust)
 	}
 	return b.String()
 }
+
+// codexTrust is what a Codex user must trust before Codex reads what
+// setup wrote: it ignores a project's .codex/config.toml and its hooks,
+// saying nothing, until the project and the hooks are trusted.
+const codexTrust = "- Codex ignores this project's .codex/config.toml and .codex/hooks.json, silently, until both are trusted: " +
+	"interactively, accept the project and review the hooks (/hooks) when Codex asks; " +
+	"a headless worker: codex exec --trust (the project) --dangerously-bypass-hook-trust (the hooks), or the trust entries ([projects.\"DIR\"] trust_level = \"trusted\") in ~/.codex/config.toml\n" +
+	"- a worker under crew spawn: crew spawn TASK -- codex exec --trust --dangerously-bypass-hook-trust --sandbox workspace-write \"PROMPT\" (--add-dir DIR for a crew state directory outside the project; crew spawn sets CREW_RUN and CREW_TASK, which env_vars passes on to crew mcp)\n"
 
 // readConfig returns a file's bytes, nil if it does not exist.
 func readConfig(path string) ([]byte, error) {
@@ -322,7 +332,9 @@ func setupGemini(dir, command string, pin []string) ([]configFile, error) {
 }
 
 // setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml
-// (with url: crew serve's MCP endpoint).
+// (with the env_vars it needs and a day's tool timeout; with url: crew
+// serve's MCP endpoint), and a crew hook per event in .codex/hooks.json
+// beside it (Codex's hooks are commands).
 func setupCodex(dir, command, url string, pin []string) ([]configFile, error) {
 	f, err := mergeFile(dir, agentconfig.CodexConfigFile, func(_ string, old []byte) ([]byte, error) {
 		if url != "" {
@@ -333,5 +345,11 @@ func setupCodex(dir, command, url string, pin []string) ([]configFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []configFile{f}, nil
+	hooks, err := mergeFile(dir, agentconfig.CodexHooksFile, func(path string, old []byte) ([]byte, error) {
+		return agentconfig.CodexHooks(path, old, setupHooks(codexAgent, command), pin)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []configFile{f, hooks}, nil
 }

@@ -67,7 +67,7 @@ func TestSetupCodexHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "[mcp_servers.crew]\nurl = \"http://127.0.0.1:7777/mcp\"\nbearer_token_env_var = \"CREW_TOKEN\"\nhttp_headers = { \"X-Crew-Run\" = \"r1\" }\nenv_http_headers = { \"X-Crew-Task\" = \"CREW_TASK\", \"X-Crew-Agent\" = \"CREW_AGENT\" }\n"
+	want := "[mcp_servers.crew]\nurl = \"http://127.0.0.1:7777/mcp\"\nbearer_token_env_var = \"CREW_TOKEN\"\nhttp_headers = { \"X-Crew-Run\" = \"r1\" }\nenv_http_headers = { \"X-Crew-Task\" = \"CREW_TASK\", \"X-Crew-Agent\" = \"CREW_AGENT\" }\ntool_timeout_sec = 86400\n"
 	if string(b) != want {
 		t.Errorf(".codex/config.toml:\n%s\nwant\n%s", b, want)
 	}

@@ -44,7 +44,21 @@ const (
 	// CodexConfigFile holds Codex's MCP servers
 	// (https://developers.openai.com/codex/mcp).
 	CodexConfigFile = ".codex/config.toml"
+	// CodexHooksFile holds Codex's project hooks, beside its config
+	// (https://developers.openai.com/codex/hooks): Claude Code's shape.
+	CodexHooksFile = ".codex/hooks.json"
 )
+
+// CodexEnvVars are the variables of the agent's environment Codex
+// passes to crew mcp (env_vars: Codex gives an MCP server only an
+// allow-list of its environment, so under crew spawn the server would
+// not know its run or task).
+var CodexEnvVars = []string{"CREW_DIR", "CREW_RUN", "CREW_TASK", "CREW_AGENT", "CREW_STORE", "CREW_NATS_CREDS", "CREW_NATS_TLS_CA", "CREW_NATS_REPLICAS"}
+
+// CodexToolTimeout is crew mcp's tool_timeout_sec, in seconds: a day,
+// so that a crew_ask waiting for the leader is not cut off by Codex's
+// tool timeout (progress notifications do not extend it).
+const CodexToolTimeout = 86400
 
 // Hooks are the crew hook commands of one agent: for each event, in
 // order, "CREW hook AGENT EVENT" and the pinned arguments.
@@ -69,7 +83,17 @@ type Hooks struct {
 	// (Claude Code's only) at URL/hooks/AGENT/EVENT, not a command; the
 	// wait hook stays a command (an asyncRewake hook is one).
 	URL string
+	// FailOpen, for Gemini CLI, ends each command with FailOpenSuffix:
+	// Gemini reads a hook's exit 1 as a warning it shows the user and
+	// goes on from, but any other failure that printed something (127
+	// for a crew that is not there, with the shell's "not found") as
+	// "deny", which blocks the turn with no word to the user.
+	FailOpen bool
 }
+
+// FailOpenSuffix ends a Gemini CLI hook command (Hooks.FailOpen): every
+// failure of crew hook becomes exit 1, a warning.
+const FailOpenSuffix = " || exit 1"
 
 // The environment variables an HTTP hook or an MCP client over HTTP
 // takes from the agent's environment (Claude Code's allowedEnvVars,
@@ -135,7 +159,11 @@ func ShellQuote(s string) string {
 
 // command returns the hook command line for event (or "wait"), pinned.
 func (h Hooks) command(event string, pin []string) string {
-	return ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	c := ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	if h.FailOpen {
+		c += FailOpenSuffix
+	}
+	return c
 }
 
 func crewCommand(c string) string {
@@ -248,6 +276,14 @@ func GeminiSettings(name string, old []byte, h Hooks, pin []string) ([]byte, err
 	})
 }
 
+// CodexHooks merges crew's hooks h, with the pinned arguments, into
+// Codex's .codex/hooks.json: Claude Code's shape, the tool event's
+// without a matcher (Codex's matcher is a regular expression; none
+// matches every tool, MCP tools too).
+func CodexHooks(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
+	return MergeJSON(name, old, func(doc map[string]any) { addHooks(doc, h, "", pin) })
+}
+
 // object returns doc[key] as an object, making it if missing or not one.
 func object(doc map[string]any, key string) map[string]any {
 	if m, ok := doc[key].(map[string]any); ok {
@@ -320,14 +356,14 @@ func isCrewHook(group any, h Hooks) bool {
 
 // IsCrewHookCommand reports whether cmd is a crew hook command of agent:
 // "CREW hook AGENT EVENT" and nothing but pins (--run, --task, --as and
-// their values) after it, whatever the crew binary CREW (an earlier
-// setup may have written another).
+// their values) after it, and maybe FailOpenSuffix, whatever the crew
+// binary CREW (an earlier setup may have written another).
 func IsCrewHookCommand(cmd, agent string) bool {
 	i := strings.Index(cmd, " hook "+agent+" ")
 	if i < 0 {
 		return false
 	}
-	words := strings.Fields(cmd[i+len(" hook "+agent+" "):])
+	words := strings.Fields(strings.TrimSuffix(cmd[i+len(" hook "+agent+" "):], FailOpenSuffix))
 	if len(words) == 0 || len(words)%2 != 1 {
 		return false
 	}
@@ -351,13 +387,19 @@ func toAny(ss []string) []any {
 // crew) with the pinned arguments, into Codex's .codex/config.toml (old:
 // its content, nil for none) as the table [mcp_servers.crew]: the table
 // (and its sub-tables) is replaced, or appended after a blank line;
-// every other line stays as it was, comments too.
+// every other line stays as it was, comments too. The table passes
+// CodexEnvVars to the server and gives its tools CodexToolTimeout.
 func CodexConfig(old []byte, command string, pin []string) []byte {
 	args := make([]string, 0, len(pin)+1)
 	for _, a := range append([]string{"mcp"}, pin...) {
 		args = append(args, tomlString(a))
 	}
-	return codexTable(old, "[mcp_servers.crew]\ncommand = "+tomlString(crewCommand(command))+"\nargs = ["+strings.Join(args, ", ")+"]\n")
+	var env []string
+	for _, v := range CodexEnvVars {
+		env = append(env, tomlString(v))
+	}
+	return codexTable(old, "[mcp_servers.crew]\ncommand = "+tomlString(crewCommand(command))+"\nargs = ["+strings.Join(args, ", ")+"]\n"+
+		"env_vars = ["+strings.Join(env, ", ")+"]\n"+fmt.Sprintf("tool_timeout_sec = %d\n", CodexToolTimeout))
 }
 
 // tomlString quotes s as a TOML basic string (a JSON string is one for
@@ -388,6 +430,7 @@ func CodexConfigHTTP(old []byte, url string, pin []string) []byte {
 	if len(env) > 0 {
 		table += "env_http_headers = { " + strings.Join(env, ", ") + " }\n"
 	}
+	table += fmt.Sprintf("tool_timeout_sec = %d\n", CodexToolTimeout)
 	return codexTable(old, table)
 }
 

@@ -42,6 +42,10 @@ type Agent struct {
 	// asyncRewake hook: Claude Code only): the session's start, and after
 	// each wake the stop that ends the woken turn, or a prompt.
 	WaitEvents []string
+	// FailOpen: the agent reads a failing hook other than by exit 1 as
+	// "deny" (Gemini CLI); setup makes every failure exit 1
+	// (agentconfig.Hooks.FailOpen).
+	FailOpen bool
 }
 
 // Event is one of an agent's hook events and the moment it is.
@@ -64,9 +68,22 @@ type Event struct {
 // too.
 var Agents = []Agent{
 	{"claude", "Claude Code", []Event{{"SessionStart", app.AtSessionStart}, {"PostToolUse", app.AtToolResult}, {"PostToolUseFailure", app.AtToolResult}, {"Stop", app.AtStop}, {"UserPromptSubmit", app.AtPrompt}},
-		app.ToolNames{Prefix: "mcp__crew__", Loader: "ToolSearch"}, []string{"SessionStart", "UserPromptSubmit", "Stop"}},
+		app.ToolNames{Prefix: "mcp__crew__", Loader: "ToolSearch"}, []string{"SessionStart", "UserPromptSubmit", "Stop"}, false},
 	{"gemini", "Gemini CLI", []Event{{"SessionStart", app.AtSessionStart}, {"AfterTool", app.AtToolResult}, {"AfterAgent", app.AtStop}, {"BeforeAgent", app.AtPrompt}},
-		app.ToolNames{}, nil},
+		app.ToolNames{}, nil, true},
+	// Codex sends Claude Code's input (plus turn_id, tool_use_id and, for
+	// an MCP tool, a structured tool_response, which crew does not read)
+	// and reads Claude Code's answers, dropping silently one with a field
+	// it does not know, plain text on PostToolUse, and exit 1; exit 2 on
+	// PostToolUse would replace the tool's output, so crew never uses it
+	// (https://developers.openai.com/codex/hooks). Its model's shell is
+	// bash -lc, whose profile may reset PATH: the brief names crew by
+	// its path (crew hook sets app.ToolNames.Crew). Its MCP tool calls
+	// end at tool_timeout_sec: the brief says to go on with crew_await.
+	// SessionStart comes again, source compact, after an
+	// auto-compaction, as Claude Code's.
+	{"codex", "Codex", []Event{{"SessionStart", app.AtSessionStart}, {"PostToolUse", app.AtToolResult}, {"Stop", app.AtStop}, {"UserPromptSubmit", app.AtPrompt}},
+		app.ToolNames{Prefix: "mcp__crew__", Timeout: true}, nil, false},
 }
 
 // Find returns the agent named name; crew.ErrNotFound for none.
