@@ -65,6 +65,16 @@ type Deliver struct {
 	// default: a command hook) or events.ViaHTTPHook. The delivery is
 	// recorded with it and the moment ("hook:tool-result").
 	Via string `json:"-"`
+	// Show, when not nil, hands the delivery to the agent before it is
+	// recorded: Deliver works out what the moment shows as it would,
+	// calls Show once with it (also when it shows nothing), and marks the
+	// messages shown delivered only once Show returned nil. An error from
+	// Show marks nothing and is returned, so that a message whose answer
+	// never reached the agent (crew serve's HTTP hooks: a connection
+	// dropped before the answer was written) is delivered at its next
+	// moment. The price is the other way round: a message a concurrent
+	// moment delivers meanwhile may be shown by both.
+	Show func(*Delivery) error `json:"-"`
 }
 
 // ToolNames is how an agent shows crew's MCP tools to its model: the
@@ -74,6 +84,15 @@ type Deliver struct {
 type ToolNames struct {
 	Prefix string
 	Loader string
+	// Crew is the crew command the brief names ("" is crew): the
+	// absolute path for an agent whose shell may not find crew on its
+	// PATH (Codex runs the model's commands with bash -lc, whose
+	// profile resets PATH).
+	Crew string
+	// Timeout says the agent cuts an MCP tool call off after a timeout
+	// (Codex's tool_timeout_sec): the brief says to go on waiting for an
+	// answer with crew_await.
+	Timeout bool
 }
 
 // name is crew's MCP tool tool as the model sees it.
@@ -155,7 +174,28 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return w.show()
+}
+
+// show ends a delivery made with Deliver.Show: it hands the delivery
+// over, then marks what it showed delivered. Without Show it returns the
+// delivery, already recorded.
+func (w *delivery) show() (*Delivery, error) {
+	if w.req.Show == nil {
+		return w.d, nil
+	}
+	if err := w.req.Show(w.d); err != nil {
+		return nil, err
+	}
+	if len(w.held) == 0 || w.req.Peek {
+		return w.d, nil
+	}
+	e, err := w.r.MarkDeliveredVia(context.WithoutCancel(w.ctx), w.task, w.held, w.via())
+	if err != nil || e == nil {
+		return w.d, err
+	}
+	w.d.Delivered = e.MessageIDs
+	return w.d, nil
 }
 
 // deliverToLeader is Deliver for an agent with no task: the run's
@@ -170,14 +210,14 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 // worker's stops are (under the reserved name leader).
 func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*Delivery, error) {
 	if a.Identity.As == "" {
-		return d, nil // not a crew agent
+		return (&delivery{req: req, d: d}).show() // not a crew agent
 	}
 	r, err := a.Run(req.Run)
 	if err != nil {
 		return nil, err
 	}
 	if !crew.SameID(a.Identity.As, r.Manifest.Leader) {
-		return d, nil // an agent of no task that does not lead this run
+		return (&delivery{req: req, d: d}).show() // an agent of no task that does not lead this run
 	}
 	if !req.Peek {
 		supervise.HookCalled(r, run.Leader)
@@ -194,7 +234,7 @@ func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*D
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return w.show()
 }
 
 // delivery is one Deliver call for one participant.
@@ -204,6 +244,7 @@ type delivery struct {
 	task string // a task id, or run.Leader for the leader
 	req  Deliver
 	d    *Delivery
+	held []string // with Deliver.Show: the ids to mark delivered once shown
 }
 
 // open returns the task and its messages not yet acknowledged, urgent
@@ -233,6 +274,10 @@ func (w *delivery) markDelivered(msgs []events.Message) ([]events.Message, error
 		return nil, nil
 	}
 	if w.req.Peek {
+		return pendingOnly(msgs), nil
+	}
+	if w.req.Show != nil {
+		w.held = append(w.held, ids...)
 		return pendingOnly(msgs), nil
 	}
 	e, err := w.r.MarkDeliveredVia(context.WithoutCancel(w.ctx), w.task, ids, w.via())
@@ -310,7 +355,25 @@ func (w *delivery) brief() error {
 // MCP tools as the agent does.
 func workerRules(n ToolNames) string {
 	return fmt.Sprintf(`Use crew (the crew MCP tools, %s, %s, %s, ..., or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID, with --task and your task's id where CREW_TASK is not set); when you need a decision, crew ask "..." --wait (%s with wait) and follow the answer; crew task complete when done.
-`, n.name("crew_task_start"), n.name("crew_ask"), n.name("crew_ack"), n.name("crew_ask")) + loadTools(n)
+`, n.name("crew_task_start"), n.name("crew_ask"), n.name("crew_ack"), n.name("crew_ask")) + crewCommand(n) + awaitAfterTimeout(n) + loadTools(n)
+}
+
+// crewCommand names the crew command by its path, for an agent whose
+// shell may not have crew on its PATH.
+func crewCommand(n ToolNames) string {
+	if n.Crew == "" || n.Crew == "crew" {
+		return ""
+	}
+	return fmt.Sprintf("The crew command is %s: run it by that path (your shell may not find crew on its PATH).\n", n.Crew)
+}
+
+// awaitAfterTimeout tells an agent that cuts tool calls off what to do
+// when a waiting crew_ask is cut.
+func awaitAfterTimeout(n ToolNames) string {
+	if !n.Timeout {
+		return ""
+	}
+	return fmt.Sprintf("If %s with wait is cut off by a tool timeout, your question stays open: call %s (or crew await ID) to go on waiting for the answer.\n", n.name("crew_ask"), n.name("crew_await"))
 }
 
 // loadTools says how to load crew's MCP tools an agent defers.
@@ -478,7 +541,7 @@ func (w *delivery) leaderBrief() error {
 // MCP tools as the agent does.
 func leaderRules(n ToolNames) string {
 	return fmt.Sprintf(`Use crew (the crew MCP tools, %s, %s, %s, ..., or the crew command): answer a worker's question with crew respond TASK "..." (the worker is blocked until you do); redirect a worker with crew steer TASK "...", queue work for after its step with crew follow-up, ask a quiet one for status with crew nudge; acknowledge reports and failure notices once acted on (crew ack ID); crew pending lists what is open for you.
-`, n.name("crew_respond"), n.name("crew_steer"), n.name("crew_pending")) + loadTools(n)
+`, n.name("crew_respond"), n.name("crew_steer"), n.name("crew_pending")) + crewCommand(n) + loadTools(n)
 }
 
 // listMessages lists messages for the model: a header line and the body

@@ -163,3 +163,40 @@ func TestDeliverToLeader(t *testing.T) {
 		t.Fatalf("the report is not open for the leader after the stranger's moment")
 	}
 }
+
+// TestDeliverShow: with Show, a delivery is handed over before it is
+// recorded; Show's error records nothing, so the next moment delivers
+// the same messages again, and a Show that succeeds marks them.
+func TestDeliverShow(t *testing.T) {
+	a, _ := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(a.Root, app.Identity{Run: "r1"})
+	m, err := leader.Steer(ctx, app.ToWorker{Task: "t1", Body: "use the v2 API"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("connection closed")
+	var shown []string
+	show := func(fail error) func(*app.Delivery) error {
+		return func(d *app.Delivery) error {
+			if len(d.Delivered) != 0 {
+				t.Errorf("Show was given a delivery already recorded: %v", d.Delivered)
+			}
+			shown = append(shown, d.Text)
+			return fail
+		}
+	}
+	if _, err := a.Deliver(ctx, app.Deliver{Moment: app.AtToolResult, Show: show(lost)}); !errors.Is(err, lost) {
+		t.Fatalf("Deliver with a failing Show: %v, want its error", err)
+	}
+	d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtToolResult, Show: show(nil)})
+	if err != nil || len(d.Delivered) != 1 || d.Delivered[0] != m.ID {
+		t.Fatalf("the next moment: %+v, %v; want the steer delivered", d, err)
+	}
+	if len(shown) != 2 || !strings.Contains(shown[0], "use the v2 API") || shown[0] != shown[1] {
+		t.Fatalf("shown %q; want the steer twice, the same", shown)
+	}
+	if d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtToolResult, Show: show(nil)}); err != nil || d.Text != "" || len(shown) != 3 {
+		t.Fatalf("after it was recorded: %+v, %v (Show called %d times); want nothing, Show called once more", d, err, len(shown))
+	}
+}

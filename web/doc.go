@@ -32,4 +32,13 @@
 // a CSRF token and an Origin of the address served. Every page is sent
 // with a Content-Security-Policy that allows no inline script, and
 // everything shown is escaped by html/template for its context.
+//
+// Beside the pages, the server answers programs (api.go): agents' HTTP
+// hooks at HooksPath (internal/agenthook.Handler: the command hooks'
+// translation and records) and crew's MCP tools over Streamable HTTP at
+// MCPPath (mcpserver.New, the go-sdk's StreamableHTTPHandler, one server
+// per identity, fixed when a session starts). They keep no cookie: the
+// token comes in an Authorization: Bearer header or the URL's token
+// parameter; the Host check is the pages'; an Origin header, which only
+// browsers send, must name the address served.
 package web

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/mcpserver"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/supervise"
 )
@@ -44,10 +45,13 @@ type Options struct {
 	// undelivered before the board lists it with the likely reason (crew
 	// serve --undelivered-after); 0 is app.DefaultUndeliveredAfter.
 	UndeliveredAfter time.Duration
+	// Version is the MCP server's version, reported to MCP clients.
+	Version string
 }
 
-// Server serves the dashboard of the runs of one state root. It is an
-// http.Handler.
+// Server serves the dashboard of the runs of one state root, agents'
+// HTTP hooks (HooksPath) and MCP over Streamable HTTP (MCPPath). It is
+// an http.Handler.
 type Server struct {
 	app         *app.App // over the root, acting as Options.Actor
 	root        *run.Root
@@ -60,6 +64,9 @@ type Server struct {
 
 	mu     sync.Mutex
 	flashs map[string]flash // outcomes of actions, by key, shown once
+
+	mcpMu      sync.Mutex
+	mcpServers map[app.Identity]*mcpserver.Server // MCPPath's, by the identity sessions start with
 }
 
 // New returns a server for root. Options.Token must be set and
@@ -77,7 +84,7 @@ func New(root *run.Root, o Options) (*Server, error) {
 		return nil, err
 	}
 	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{As: o.Actor})
-	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, undelivered: o.UndeliveredAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}}
+	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, undelivered: o.UndeliveredAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}, mcpServers: map[app.Identity]*mcpserver.Server{}}
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -92,7 +99,14 @@ func New(root *run.Root, o Options) (*Server, error) {
 	mux.HandleFunc("POST /runs/{run}/tasks/{task}/{action}", s.taskAction)
 	mux.HandleFunc("POST /runs/{run}/broadcast", s.broadcast)
 	mux.HandleFunc("POST /runs/{run}/ack", s.ack)
-	s.handler = s.guard.wrap(mux)
+	pages, programs := s.guard.wrap(mux), s.programs(o.Version)
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isProgram(r.URL.Path) {
+			programs.ServeHTTP(w, r)
+			return
+		}
+		pages.ServeHTTP(w, r)
+	})
 	return s, nil
 }
 
@@ -104,7 +118,9 @@ const ReapEvery = time.Second
 // (supervise.ReapRoot), failing their tasks, so that the board shows
 // them failed with no command run. It returns when ctx ends. A failure
 // to reap is passed to report (nil: dropped) once, not again until it
-// changes, and reaping is tried again next period. crew serve runs it beside the server.
+// changes, and reaping is tried again next period. Each period it also
+// tells the MCP sessions (MCPPath) subscribed to a resource whether it
+// changed (mcpserver.Server.Changed). crew serve runs it beside the server.
 func (s *Server) Supervise(ctx context.Context, period time.Duration, report func(error)) {
 	if period <= 0 {
 		period = ReapEvery
@@ -114,6 +130,7 @@ func (s *Server) Supervise(ctx context.Context, period time.Duration, report fun
 	last := ""
 	for {
 		_, err := supervise.ReapRoot(ctx, s.root)
+		err = errors.Join(err, s.mcpChanged(ctx))
 		if text := errText(err); text != last && ctx.Err() == nil {
 			last = text // each failure once, not every period
 			if err != nil && report != nil {

@@ -233,9 +233,9 @@ func TestHookClaudeStop(t *testing.T) {
 // follow-up blocks exactly one stop; nothing is delivered twice.
 func TestHookAgentLoop(t *testing.T) {
 	for _, a := range hookAgents {
-		t.Run(a.name, func(t *testing.T) {
+		t.Run(a.Name, func(t *testing.T) {
 			f := newHookFixture(t)
-			f.agent = a.name
+			f.agent = a.Name
 			testHookAgentLoop(t, f, a)
 		})
 	}
@@ -243,8 +243,8 @@ func TestHookAgentLoop(t *testing.T) {
 
 func testHookAgentLoop(t *testing.T, f *hookFixture, a hookAgent) {
 	event := map[app.Moment]string{}
-	for _, ev := range a.events {
-		event[ev.at] = ev.name
+	for _, ev := range a.Events {
+		event[ev.At] = ev.Name
 	}
 	start, tool, stop, prompt := event[app.AtSessionStart], event[app.AtToolResult], event[app.AtStop], event[app.AtPrompt]
 	f.context(f.hook(start, start), start)
@@ -289,6 +289,44 @@ func testHookAgentLoop(t *testing.T, f *hookFixture, a hookAgent) {
 	nudge := f.send("nudge", "Status?")
 	if ctx := f.context(f.hook(prompt, prompt), prompt); !strings.Contains(ctx, nudge) {
 		t.Fatalf("%s context lacks the nudge %s:\n%s", prompt, nudge, ctx)
+	}
+}
+
+// TestHookCodex: Codex's inputs (Claude Code's, with turn_id, tool_use_id
+// and an MCP tool's structured tool_response) are answered with fields
+// Codex knows only (it drops an answer with any other, silently), and
+// the brief names crew by its absolute path (the model's bash -lc may
+// reset PATH) and says to call crew_await after a tool timeout.
+func TestHookCodex(t *testing.T) {
+	f := newHookFixture(t)
+	f.agent = "codex"
+	brief := f.context(f.hook("SessionStart", "SessionStart"), "SessionStart")
+	self, err := selfPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"The crew command is " + self, "mcp__crew__crew_await", "tool timeout"} {
+		if !strings.Contains(brief, want) {
+			t.Fatalf("brief lacks %q:\n%s", want, brief)
+		}
+	}
+	steer := f.send("steer", "Stop and run the tests.")
+	var data []byte
+	{
+		in, _ := os.ReadFile(filepath.Join("..", "..", "testdata", "hooks", "codex", "PostToolUse.json"))
+		var stdout, stderr bytes.Buffer
+		if code := Main([]string{"crew", "--dir", f.dir, "hook", "codex", "PostToolUse", "--run", "r1", "--task", "t1"}, bytes.NewReader(in), &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		data = stdout.Bytes()
+	}
+	var answer map[string]map[string]any
+	if err := json.Unmarshal(data, &answer); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	hso := answer["hookSpecificOutput"]
+	if len(answer) != 1 || len(hso) != 2 || hso["hookEventName"] != "PostToolUse" || !strings.Contains(fmt.Sprint(hso["additionalContext"]), steer) {
+		t.Fatalf("PostToolUse answer %s: want only hookSpecificOutput {hookEventName, additionalContext} with the steer", data)
 	}
 }
 

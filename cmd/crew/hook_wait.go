@@ -134,7 +134,7 @@ func waiter(c *cli.Context, e *env, a hookAgent) error {
 	}
 	// The delivery is handed over as soon as it is recorded (show), its
 	// projections written after.
-	_, err := e.app().Wake(ctx, app.Wake{Tools: a.tools}, func(d *app.Delivery) error { return tell("wake\n" + d.Text) })
+	_, err := e.app().Wake(ctx, app.Wake{Tools: a.Tools}, func(d *app.Delivery) error { return tell("wake\n" + d.Text) })
 	switch {
 	case told:
 	case err != nil:

@@ -1,4 +1,5 @@
-// crew serve: the live web dashboard (package web). The command is in
+// crew serve: the live web dashboard (package web), agents' HTTP hooks
+// and MCP over Streamable HTTP. The command is in
 // both builds; it is served by the full one (serve_full.go), so that the
 // lite build links no HTTP server.
 
@@ -8,11 +9,17 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// tokenEnv is the environment variable that holds crew serve's token
+// (serve_full.go) and that agents' HTTP hooks send as their bearer token
+// (crew setup claude --http names it in allowedEnvVars, never its value).
+const tokenEnv = "CREW_TOKEN"
+
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "serve a live web dashboard of the runs: boards, threads, timeline, events; respond, steer, cancel … from the page (leader)",
-		UsageText: "crew serve                       # prints http://127.0.0.1:7777/?token=…; open it\n" +
+		Usage: "serve a live web dashboard of the runs: boards, threads, timeline, events; respond, steer, cancel … from the page (leader); also agents' HTTP hooks (/hooks/AGENT/EVENT) and crew's MCP tools over Streamable HTTP (/mcp)",
+		UsageText: "crew serve                       # prints http://127.0.0.1:7777/?token=…; open it; then mcp: http://127.0.0.1:7777/mcp?token=…\n" +
+			"CREW_TOKEN=$(openssl rand -hex 32) crew serve   # a token that agents set up with crew setup --http also get\n" +
 			"crew serve --addr 127.0.0.1:0 --open\n" +
 			"crew serve --addr 0.0.0.0:7777 --allow-remote   # other machines: anyone with the URL acts as leader",
 		Flags: []cli.Flag{asFlag,

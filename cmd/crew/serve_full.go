@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -64,16 +65,21 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	token := web.NewToken()
-	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor, QuietAfter: quiet, UndeliveredAfter: undelivered})
+	token, err := serveToken()
 	if err != nil {
 		return err
 	}
-	url := "http://" + ln.Addr().String() + "/?token=" + token
+	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor, QuietAfter: quiet, UndeliveredAfter: undelivered, Version: version})
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	url := base + "/?token=" + token
+	mcpURL := base + web.MCPPath + "?token=" + token
 	if remote {
 		fmt.Fprintf(e.stderr, "crew: warning: serving on %s, not a loopback address: anyone who reaches it with the token acts as the leader, over plain HTTP\n", ln.Addr())
 	}
-	if err := e.emit(map[string]string{"url": url}, url); err != nil {
+	if err := e.emit(map[string]string{"url": url, "mcp": mcpURL, "hooks": base + web.HooksPath}, url+"\nmcp: "+mcpURL); err != nil {
 		return err
 	}
 	if c.Bool("open") {
@@ -85,6 +91,20 @@ func serve(c *cli.Context) error {
 	// the server reaps them itself.
 	go s.Supervise(c.Context, 0, e.warn)
 	return serveUntil(c.Context, ln, s)
+}
+
+// serveToken is the token crew serve asks for: CREW_TOKEN when set (so
+// that agents whose HTTP hooks send it, crew setup claude --http, go on
+// working across restarts), else a new random one.
+func serveToken() (string, error) {
+	t := os.Getenv(tokenEnv)
+	if t == "" {
+		return web.NewToken(), nil
+	}
+	if len(t) < 32 {
+		return "", fmt.Errorf("%s holds %d characters; a token needs at least 32 (such as: openssl rand -hex 32): %w", tokenEnv, len(t), crew.ErrInvalid)
+	}
+	return t, nil
 }
 
 // serveUntil serves on ln until ctx ends, then shuts the server down,

@@ -32,17 +32,20 @@ import (
 func setupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "setup",
-		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml) or gemini (.gemini/settings.json: MCP server and hooks)",
+		Usage: "register crew with an agent in this project: claude (.mcp.json and .claude/settings.json hooks), codex (.codex/config.toml: MCP server; .codex/hooks.json) or gemini (.gemini/settings.json: MCP server and hooks)",
 		UsageText: "crew setup claude\ncrew setup claude --task t1 --run r1   # a worker's own checkout\n" +
 			"crew setup claude --as leader --run r1   # the leader's session\n" +
-			"crew setup codex --dry-run",
-		ArgsUsage: "claude|codex|gemini",
+			"crew setup codex --dry-run\n" +
+			"crew setup claude --http                        # hooks and MCP through crew serve at " + defaultServeURL + "\n" +
+			"crew setup claude --http http://10.0.0.5:7777   # CREW_TOKEN in the agent's environment: crew serve's token",
+		ArgsUsage: "claude|codex|gemini [URL]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "pin the run `ID` in the configuration (default: CREW_RUN of the agent's environment)"},
 			&cli.StringFlag{Name: "task", Usage: "pin the worker's task `ID` (default: CREW_TASK of the agent's environment)"},
 			&cli.StringFlag{Name: "as", Usage: "pin the acting agent `NAME`: the run's leader's name sets up a leader's session (its hooks show it the workers' questions, reports and failures)"},
 			&cli.StringFlag{Name: "project", Usage: "the project `DIR` whose configuration to write", Value: "."},
 			&cli.BoolFlag{Name: "dry-run", Usage: "show what would change, write nothing"},
+			&cli.BoolFlag{Name: "http", Usage: "reach crew through crew serve at URL (default " + defaultServeURL + "): Claude Code's hooks of type http and its MCP server, Codex's MCP server; the agent's environment gives the token as " + tokenEnv + " (never written to a file); the wait hook stays a command"},
 			&cli.StringFlag{Name: "crew-path", Usage: "the crew `COMMAND` the agent runs (default: the absolute path of this crew; a bare name such as crew is looked up on the agent's PATH)"},
 		},
 		Action: setup,
@@ -58,8 +61,17 @@ type configFile struct {
 
 func setup(c *cli.Context) error {
 	e := newEnv(c)
-	if c.Args().Len() != 1 {
-		return fmt.Errorf("setup takes the agent: claude, codex or gemini: %w", crew.ErrInvalid)
+	url := ""
+	switch {
+	case c.Bool("http") && c.Args().Len() == 2:
+		url = strings.TrimSuffix(c.Args().Get(1), "/")
+		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+			return fmt.Errorf("setup --http %q: want crew serve's URL, such as %s: %w", url, defaultServeURL, crew.ErrInvalid)
+		}
+	case c.Bool("http") && c.Args().Len() == 1:
+		url = defaultServeURL
+	case c.Args().Len() != 1:
+		return fmt.Errorf("setup takes the agent: claude, codex or gemini (and with --http crew serve's URL): %w", crew.ErrInvalid)
 	}
 	pin := []string{}
 	for _, name := range []string{"run", "task", "as"} {
@@ -82,6 +94,9 @@ func setup(c *cli.Context) error {
 	if agent != "claude" && agent != "codex" && agent != "gemini" {
 		return fmt.Errorf("setup %q: crew sets up claude, codex or gemini (any other MCP client: run crew mcp): %w", agent, crew.ErrInvalid)
 	}
+	if url != "" && agent == "gemini" {
+		return fmt.Errorf("setup gemini --http: Gemini CLI's hooks are commands only; set it up without --http: %w", crew.ErrInvalid)
+	}
 	command, err := crewPath(c.String("crew-path"))
 	if err != nil {
 		return err
@@ -99,9 +114,9 @@ func setup(c *cli.Context) error {
 	var files []configFile
 	switch agent {
 	case "claude":
-		files, err = setupClaude(dir, command, pin)
+		files, err = setupClaude(dir, command, url, pin)
 	case "codex":
-		files, err = setupCodex(dir, command, pin)
+		files, err = setupCodex(dir, command, url, pin)
 	case "gemini":
 		files, err = setupGemini(dir, command, pin)
 	}
@@ -111,7 +126,7 @@ func setup(c *cli.Context) error {
 	// The hook command is checked before anything is written: it reads
 	// no configuration file, so it runs now as it will from the agent.
 	checked := ""
-	if i := slices.IndexFunc(hookAgents, func(a hookAgent) bool { return a.name == agent }); i >= 0 {
+	if i := slices.IndexFunc(hookAgents, func(a hookAgent) bool { return a.Name == agent }); i >= 0 {
 		if err := checkHook(c, dir, hookAgents[i], command, pin); err != nil {
 			return err
 		}
@@ -143,6 +158,11 @@ func setup(c *cli.Context) error {
 	}
 	if !c.Bool("dry-run") {
 		fmt.Fprint(e.stdout, nextSteps(agent, pin))
+		if url != "" {
+			fmt.Fprintf(e.stdout, "- run crew serve at %s with %s set (openssl rand -hex 32), and give the agent the same %s: a hook or MCP call while crew serve is down delivers nothing and loses nothing (the next one that reaches it delivers); without crew serve, set up again without --http for command hooks\n", url, tokenEnv, tokenEnv)
+		}
+	} else if agent == "codex" {
+		fmt.Fprint(e.stdout, "then:\n"+codexTrust)
 	}
 	return nil
 }
@@ -166,7 +186,7 @@ func crewPath(path string) (string, error) {
 // run, fails or answers with no JSON is an error (exit 1) naming the
 // command and what it printed.
 func checkHook(c *cli.Context, dir string, a hookAgent, command string, pin []string) error {
-	line := agentconfig.ShellQuote(command) + " " + strings.Join(append([]string{"hook", a.name, "SessionStart"}, pin...), " ") + " --peek"
+	line := agentconfig.ShellQuote(command) + " " + strings.Join(append([]string{"hook", a.Name, "SessionStart"}, pin...), " ") + " --peek"
 	cmd := exec.CommandContext(c.Context, "/bin/sh", "-c", line)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","source":"startup","session_id":"crew-setup-check"}`)
@@ -206,10 +226,18 @@ func nextSteps(agent string, pin []string) string {
 		b.WriteString("- Gemini CLI reads a project's settings only in a trusted folder: trust it, or run a headless worker with GEMINI_CLI_TRUST_WORKSPACE=true\n")
 	case "codex":
 		fmt.Fprintf(&b, "- start Codex in this project; %s\n", identity)
-		b.WriteString("- Codex reads a project's .codex/config.toml only once the project is trusted\n")
+		b.WriteString(codexTrust)
 	}
 	return b.String()
 }
+
+// codexTrust is what a Codex user must trust before Codex reads what
+// setup wrote: it ignores a project's .codex/config.toml and its hooks,
+// saying nothing, until the project and the hooks are trusted.
+const codexTrust = "- Codex ignores this project's .codex/config.toml and .codex/hooks.json, silently, until both are trusted: " +
+	"interactively, accept the project and review the hooks (/hooks) when Codex asks; " +
+	"a headless worker: codex exec --trust (the project) --dangerously-bypass-hook-trust (the hooks), or the trust entries ([projects.\"DIR\"] trust_level = \"trusted\") in ~/.codex/config.toml\n" +
+	"- a worker under crew spawn: crew spawn TASK -- codex exec --trust --dangerously-bypass-hook-trust --sandbox workspace-write \"PROMPT\" (--add-dir DIR for a crew state directory outside the project; crew spawn sets CREW_RUN and CREW_TASK, which env_vars passes on to crew mcp)\n"
 
 // readConfig returns a file's bytes, nil if it does not exist.
 func readConfig(path string) ([]byte, error) {
@@ -261,18 +289,29 @@ func mergeFile(dir, rel string, merge func(path string, old []byte) ([]byte, err
 	return configFile{path: path, old: old, new: b}, nil
 }
 
+// defaultServeURL is crew serve's address when --addr is not given:
+// crew setup --http's default.
+const defaultServeURL = "http://127.0.0.1:7777"
+
 // setupClaude: crew mcp in .mcp.json (the project's MCP servers), and a
 // crew hook per event, the wait hook and the permission for crew's MCP
 // tools in .claude/settings.json; command is the crew the agent runs.
-func setupClaude(dir, command string, pin []string) ([]configFile, error) {
+// With url (crew serve's), the MCP server and the hooks but the wait
+// hook are crew serve's over HTTP.
+func setupClaude(dir, command, url string, pin []string) ([]configFile, error) {
 	mcpFile, err := mergeFile(dir, agentconfig.ClaudeMCPFile, func(path string, old []byte) ([]byte, error) {
+		if url != "" {
+			return agentconfig.ClaudeMCPHTTP(path, old, url, pin)
+		}
 		return agentconfig.ClaudeMCP(path, old, command, pin)
 	})
 	if err != nil {
 		return nil, err
 	}
+	hooks := setupHooks(hookAgents[0], command)
+	hooks.URL = url
 	settings, err := mergeFile(dir, agentconfig.ClaudeSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.ClaudeSettings(path, old, hookAgents[0].hooks(command), pin)
+		return agentconfig.ClaudeSettings(path, old, hooks, pin)
 	})
 	if err != nil {
 		return nil, err
@@ -284,7 +323,7 @@ func setupClaude(dir, command string, pin []string) ([]configFile, error) {
 // .gemini/settings.json.
 func setupGemini(dir, command string, pin []string) ([]configFile, error) {
 	settings, err := mergeFile(dir, agentconfig.GeminiSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.GeminiSettings(path, old, hookAgents[1].hooks(command), pin)
+		return agentconfig.GeminiSettings(path, old, setupHooks(hookAgents[1], command), pin)
 	})
 	if err != nil {
 		return nil, err
@@ -292,13 +331,25 @@ func setupGemini(dir, command string, pin []string) ([]configFile, error) {
 	return []configFile{settings}, nil
 }
 
-// setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml.
-func setupCodex(dir, command string, pin []string) ([]configFile, error) {
+// setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml
+// (with the env_vars it needs and a day's tool timeout; with url: crew
+// serve's MCP endpoint), and a crew hook per event in .codex/hooks.json
+// beside it (Codex's hooks are commands).
+func setupCodex(dir, command, url string, pin []string) ([]configFile, error) {
 	f, err := mergeFile(dir, agentconfig.CodexConfigFile, func(_ string, old []byte) ([]byte, error) {
+		if url != "" {
+			return agentconfig.CodexConfigHTTP(old, url, pin), nil
+		}
 		return agentconfig.CodexConfig(old, command, pin), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return []configFile{f}, nil
+	hooks, err := mergeFile(dir, agentconfig.CodexHooksFile, func(path string, old []byte) ([]byte, error) {
+		return agentconfig.CodexHooks(path, old, setupHooks(codexAgent, command), pin)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []configFile{f, hooks}, nil
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,9 +102,9 @@ func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
 	if len(post) != 2 || !strings.Contains(mustJSON(t, post[0]), "gofmt") || !strings.Contains(mustJSON(t, post[1]), "crew hook claude PostToolUse --task t1") {
 		t.Fatalf("PostToolUse hooks: %v", post)
 	}
-	for _, ev := range hookAgents[0].events {
-		if !strings.Contains(mustJSON(t, hooks[ev.name]), "crew hook claude "+ev.name) {
-			t.Errorf("no crew hook for %s: %v", ev.name, hooks[ev.name])
+	for _, ev := range hookAgents[0].Events {
+		if !strings.Contains(mustJSON(t, hooks[ev.Name]), "crew hook claude "+ev.Name) {
+			t.Errorf("no crew hook for %s: %v", ev.Name, hooks[ev.Name])
 		}
 	}
 	// Idempotent: a second run changes nothing.
@@ -150,7 +151,7 @@ func TestSetupGemini(t *testing.T) {
 	if len(after) != 2 || !strings.Contains(mustJSON(t, after[0]), "gofmt") {
 		t.Fatalf("AfterTool hooks: %v", after)
 	}
-	if got := mustJSON(t, after[1]); got != `{"hooks":[{"command":"crew hook gemini AfterTool --run r1 --task t1","type":"command"}]}` {
+	if got := mustJSON(t, after[1]); got != `{"hooks":[{"command":"crew hook gemini AfterTool --run r1 --task t1 || exit 1","type":"command"}]}` {
 		t.Fatalf("crew's AfterTool hook (no matcher: every tool): %s", got)
 	}
 	for _, ev := range []string{"SessionStart", "AfterAgent", "BeforeAgent"} {
@@ -160,6 +161,17 @@ func TestSetupGemini(t *testing.T) {
 	}
 	if out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1"); !strings.HasPrefix(out, "unchanged "+settings+"\nchecked") {
 		t.Fatalf("second setup printed:\n%s", out)
+	}
+	// A crew that cannot run fails the hook with exit 1, which Gemini CLI
+	// shows as a warning and goes on from; the shell's 127 with "not
+	// found" would be its "deny", blocking the turn (BeforeAgent) with
+	// no word to the user.
+	line := strings.Replace(hooks["BeforeAgent"].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)["command"].(string), "crew", filepath.Join(dir, "no-such-crew"), 1)
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Stdin = strings.NewReader(`{"hook_event_name":"BeforeAgent"}`)
+	var ee *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("%s with crew missing: %v, want exit 1", line, err)
 	}
 }
 
@@ -208,6 +220,8 @@ command = "gh-mcp"
 [mcp_servers.crew]
 command = "crew"
 args = ["mcp", "--run", "r1", "--task", "t1"]
+env_vars = ["CREW_DIR", "CREW_RUN", "CREW_TASK", "CREW_AGENT", "CREW_STORE", "CREW_NATS_CREDS", "CREW_NATS_TLS_CA", "CREW_NATS_REPLICAS"]
+tool_timeout_sec = 86400
 [profiles.fast]
 model = "o4-mini"
 `
@@ -221,8 +235,43 @@ model = "o4-mini"
 	fresh := t.TempDir()
 	makeSetupRoot(t, fresh)
 	runSetup(t, fresh, "codex")
-	if b, _ := os.ReadFile(filepath.Join(fresh, ".codex", "config.toml")); string(b) != "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [\"mcp\"]\n" {
+	if b, _ := os.ReadFile(filepath.Join(fresh, ".codex", "config.toml")); !strings.HasPrefix(string(b), "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [\"mcp\"]\nenv_vars = [\"CREW_DIR\", \"CREW_RUN\", \"CREW_TASK\"") {
 		t.Fatalf("new config.toml: %q", b)
+	}
+}
+
+// TestSetupCodexHooks: crew setup codex writes .codex/hooks.json beside
+// the MCP config, a crew hook codex per event next to the user's hooks,
+// and says, also in --dry-run, what the user must trust (Codex ignores
+// both files, silently, until then).
+func TestSetupCodexHooks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	makeSetupRoot(t, dir)
+	path := filepath.Join(dir, ".codex", "hooks.json")
+	writeFile(t, path, `{"hooks":{"PostToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"./lint.sh"}]}]}}`)
+	dry := runSetup(t, dir, "codex", "--run", "r1", "--task", "t1", "--dry-run")
+	for _, want := range []string{"would have updated " + path, "crew hook codex Stop --run r1 --task t1", "--dangerously-bypass-hook-trust", "codex exec --trust"} {
+		if !strings.Contains(dry, want) {
+			t.Fatalf("dry run lacks %q:\n%s", want, dry)
+		}
+	}
+	out := runSetup(t, dir, "codex", "--run", "r1", "--task", "t1")
+	if !strings.Contains(out, "updated "+path) || !strings.Contains(out, "--dangerously-bypass-hook-trust") {
+		t.Fatalf("setup said:\n%s", out)
+	}
+	var doc struct{ Hooks map[string][]any }
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustJSON(t, doc.Hooks["PostToolUse"]); got != `[{"hooks":[{"command":"./lint.sh","type":"command"}],"matcher":"Bash"},{"hooks":[{"command":"crew hook codex PostToolUse --run r1 --task t1","type":"command"}]}]` {
+		t.Fatalf("PostToolUse hooks: %s", got)
+	}
+	for _, ev := range []string{"SessionStart", "Stop", "UserPromptSubmit"} {
+		if got := mustJSON(t, doc.Hooks[ev]); got != `[{"hooks":[{"command":"crew hook codex `+ev+` --run r1 --task t1","type":"command"}]}]` {
+			t.Fatalf("%s hooks: %s", ev, got)
+		}
 	}
 }
 

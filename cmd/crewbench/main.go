@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,ui,nats (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,http,ui,nats (for work on one figure)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -174,6 +174,13 @@ type result struct {
 	// only that floor on top of a library steer (1 / (1/lib + 1/noop)).
 	MCPNoopPerS      float64 `json:"mcp_noop_per_s"`
 	MCPInprocOfLimit float64 `json:"mcp_inproc_of_limit"`
+	// http.go: crew serve's HTTP hooks and MCP over Streamable HTTP.
+	HookHTTPIdleP50ms  float64 `json:"hook_http_ms_p50"`
+	HookHTTPIdleP99ms  float64 `json:"hook_http_ms_p99"`
+	HookHTTPSteerP50ms float64 `json:"hook_http_steer_ms_p50"`
+	HookHTTPSteerP99ms float64 `json:"hook_http_steer_ms_p99"`
+	MCPHTTPSteerRatio  float64 `json:"mcp_http_steer_ratio"`
+	MCPHTTPSteerPerS   float64 `json:"mcp_http_steer_per_s"`
 
 	// The dashboard (ui.go): crew serve's pages. The figures measured in
 	// Chromium are nil, and left out, when none is installed.
@@ -421,6 +428,12 @@ func bench(c config) error {
 			row{"mcp_inproc_ratio", "steers through an MCP server in process (in-memory transport, the app layer) ÷ library steers, same run", f2(res.MCPInprocRatio), "≥ 0.83 (≤ 1.2× the cost)", f0(res.MCPInprocPerS) + " steers/s"},
 			row{"mcp_inproc_of_limit", "the same ÷ what a steer would reach if a tool call cost only the SDK's floor (calls of a tool doing nothing) on top of a library steer", f2(res.MCPInprocOfLimit), "(reference)", f0(res.MCPNoopPerS) + " empty tool calls/s"},
 		)
+	}
+
+	if c.runs("http") {
+		if rows, err = benchHTTP(tmp, c, &res, rows); err != nil {
+			return err
+		}
 	}
 
 	if c.runs("ui") {

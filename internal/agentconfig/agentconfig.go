@@ -44,7 +44,21 @@ const (
 	// CodexConfigFile holds Codex's MCP servers
 	// (https://developers.openai.com/codex/mcp).
 	CodexConfigFile = ".codex/config.toml"
+	// CodexHooksFile holds Codex's project hooks, beside its config
+	// (https://developers.openai.com/codex/hooks): Claude Code's shape.
+	CodexHooksFile = ".codex/hooks.json"
 )
+
+// CodexEnvVars are the variables of the agent's environment Codex
+// passes to crew mcp (env_vars: Codex gives an MCP server only an
+// allow-list of its environment, so under crew spawn the server would
+// not know its run or task).
+var CodexEnvVars = []string{"CREW_DIR", "CREW_RUN", "CREW_TASK", "CREW_AGENT", "CREW_STORE", "CREW_NATS_CREDS", "CREW_NATS_TLS_CA", "CREW_NATS_REPLICAS"}
+
+// CodexToolTimeout is crew mcp's tool_timeout_sec, in seconds: a day,
+// so that a crew_ask waiting for the leader is not cut off by Codex's
+// tool timeout (progress notifications do not extend it).
+const CodexToolTimeout = 86400
 
 // Hooks are the crew hook commands of one agent: for each event, in
 // order, "CREW hook AGENT EVENT" and the pinned arguments.
@@ -64,7 +78,69 @@ type Hooks struct {
 	// WaitTimeout is how long, in seconds, the agent lets a wait hook
 	// run before it kills it (the next WaitEvent arms another).
 	WaitTimeout int
+	// URL, when not "", is the crew serve the hooks are posted to
+	// (http://HOST:PORT): each of Events is then a hook of type "http"
+	// (Claude Code's only) at URL/hooks/AGENT/EVENT, not a command; the
+	// wait hook stays a command (an asyncRewake hook is one).
+	URL string
+	// FailOpen, for Gemini CLI, ends each command with FailOpenSuffix:
+	// Gemini reads a hook's exit 1 as a warning it shows the user and
+	// goes on from, but any other failure that printed something (127
+	// for a crew that is not there, with the shell's "not found") as
+	// "deny", which blocks the turn with no word to the user.
+	FailOpen bool
 }
+
+// FailOpenSuffix ends a Gemini CLI hook command (Hooks.FailOpen): every
+// failure of crew hook becomes exit 1, a warning.
+const FailOpenSuffix = " || exit 1"
+
+// The environment variables an HTTP hook or an MCP client over HTTP
+// takes from the agent's environment (Claude Code's allowedEnvVars,
+// never their values in a file): crew serve's token, and the identity
+// crew hook reads from CREW_RUN, CREW_TASK and CREW_AGENT.
+const TokenEnv = "CREW_TOKEN"
+
+// identityHeaders are the headers of crew serve's HTTP hooks and MCP
+// endpoint that carry the identity (internal/agenthook), each with its
+// pin flag and its variable.
+var identityHeaders = []struct{ header, flag, env string }{
+	{"X-Crew-Run", "--run", "CREW_RUN"}, {"X-Crew-Task", "--task", "CREW_TASK"}, {"X-Crew-Agent", "--as", "CREW_AGENT"},
+}
+
+// pinned returns the value pinned for flag, "" for none.
+func pinned(pin []string, flag string) string {
+	for i := 0; i+1 < len(pin); i += 2 {
+		if pin[i] == flag {
+			return pin[i+1]
+		}
+	}
+	return ""
+}
+
+// httpHook is Claude Code's hook of type "http" for event: the
+// token as a bearer token from TokenEnv, the identity pinned or from
+// the agent's environment, the variables used listed in
+// allowedEnvVars (https://code.claude.com/docs/en/hooks).
+func (h Hooks) httpHook(event string, pin []string) map[string]any {
+	headers := map[string]any{"Authorization": "Bearer $" + TokenEnv}
+	allowed := []string{TokenEnv}
+	for _, id := range identityHeaders {
+		if v := pinned(pin, id.flag); v != "" {
+			headers[id.header] = v
+			continue
+		}
+		headers[id.header] = "$" + id.env
+		allowed = append(allowed, id.env)
+	}
+	return map[string]any{"type": "http", "url": strings.TrimSuffix(h.URL, "/") + "/hooks/" + h.Agent + "/" + event,
+		"headers": headers, "allowedEnvVars": toAny(allowed), "timeout": HTTPHookTimeout}
+}
+
+// HTTPHookTimeout is the timeout, in seconds, of crew's HTTP hooks: an
+// answer takes a millisecond; a server that hangs must not hold the
+// agent's loop for Claude Code's default of ten minutes.
+const HTTPHookTimeout = 10
 
 // ClaudeMCPPermission is the permission rule of Claude Code's settings
 // (permissions.allow) that lets the model call every tool of the MCP
@@ -83,7 +159,11 @@ func ShellQuote(s string) string {
 
 // command returns the hook command line for event (or "wait"), pinned.
 func (h Hooks) command(event string, pin []string) string {
-	return ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	c := ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	if h.FailOpen {
+		c += FailOpenSuffix
+	}
+	return c
 }
 
 func crewCommand(c string) string {
@@ -140,6 +220,25 @@ func ClaudeMCP(name string, old []byte, command string, pin []string) ([]byte, e
 	})
 }
 
+// ClaudeMCPHTTP merges crew serve's MCP endpoint at url (http://HOST:PORT)
+// into Claude Code's .mcp.json: mcpServers.crew of {type: http, url:
+// URL/mcp, headers}, the token and the identity not pinned taken from
+// the agent's environment when Claude Code starts the session (${VAR}
+// expansion; ${VAR:-} for the identity, which may be unset).
+func ClaudeMCPHTTP(name string, old []byte, url string, pin []string) ([]byte, error) {
+	headers := map[string]any{"Authorization": "Bearer ${" + TokenEnv + "}"}
+	for _, id := range identityHeaders {
+		if v := pinned(pin, id.flag); v != "" {
+			headers[id.header] = v
+		} else {
+			headers[id.header] = "${" + id.env + ":-}"
+		}
+	}
+	return MergeJSON(name, old, func(doc map[string]any) {
+		object(doc, "mcpServers")["crew"] = map[string]any{"type": "http", "url": strings.TrimSuffix(url, "/") + "/mcp", "headers": headers}
+	})
+}
+
 // ClaudeSettings merges crew's hooks h, with the pinned arguments, into
 // Claude Code's .claude/settings.json: hooks.<Event>[] of {matcher,
 // hooks: [{type: "command", command}]}, the tool events' matching every
@@ -177,6 +276,14 @@ func GeminiSettings(name string, old []byte, h Hooks, pin []string) ([]byte, err
 	})
 }
 
+// CodexHooks merges crew's hooks h, with the pinned arguments, into
+// Codex's .codex/hooks.json: Claude Code's shape, the tool event's
+// without a matcher (Codex's matcher is a regular expression; none
+// matches every tool, MCP tools too).
+func CodexHooks(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
+	return MergeJSON(name, old, func(doc map[string]any) { addHooks(doc, h, "", pin) })
+}
+
 // object returns doc[key] as an object, making it if missing or not one.
 func object(doc map[string]any, key string) map[string]any {
 	if m, ok := doc[key].(map[string]any); ok {
@@ -207,6 +314,10 @@ func addHooks(doc map[string]any, h Hooks, toolMatcher string, pin []string) {
 		entries[ev] = append(entries[ev], entry)
 	}
 	for _, ev := range h.Events {
+		if h.URL != "" {
+			add(ev, h.httpHook(ev, pin))
+			continue
+		}
 		add(ev, map[string]any{"type": "command", "command": h.command(ev, pin)})
 	}
 	for _, ev := range h.WaitEvents {
@@ -224,7 +335,8 @@ func addHooks(doc map[string]any, h Hooks, toolMatcher string, pin []string) {
 }
 
 // isCrewHook reports whether a hooks group is one crew setup wrote: all
-// its commands run crew hook AGENT (IsCrewHookCommand).
+// its commands run crew hook AGENT (IsCrewHookCommand), or its HTTP
+// hooks post to crew serve's /hooks/AGENT/.
 func isCrewHook(group any, h Hooks) bool {
 	g, _ := group.(map[string]any)
 	hs, _ := g["hooks"].([]any)
@@ -234,7 +346,8 @@ func isCrewHook(group any, h Hooks) bool {
 	for _, hook := range hs {
 		m, _ := hook.(map[string]any)
 		cmd, _ := m["command"].(string)
-		if !IsCrewHookCommand(cmd, h.Agent) {
+		url, _ := m["url"].(string)
+		if !IsCrewHookCommand(cmd, h.Agent) && !(m["type"] == "http" && strings.Contains(url, "/hooks/"+h.Agent+"/")) {
 			return false
 		}
 	}
@@ -243,14 +356,14 @@ func isCrewHook(group any, h Hooks) bool {
 
 // IsCrewHookCommand reports whether cmd is a crew hook command of agent:
 // "CREW hook AGENT EVENT" and nothing but pins (--run, --task, --as and
-// their values) after it, whatever the crew binary CREW (an earlier
-// setup may have written another).
+// their values) after it, and maybe FailOpenSuffix, whatever the crew
+// binary CREW (an earlier setup may have written another).
 func IsCrewHookCommand(cmd, agent string) bool {
 	i := strings.Index(cmd, " hook "+agent+" ")
 	if i < 0 {
 		return false
 	}
-	words := strings.Fields(cmd[i+len(" hook "+agent+" "):])
+	words := strings.Fields(strings.TrimSuffix(cmd[i+len(" hook "+agent+" "):], FailOpenSuffix))
 	if len(words) == 0 || len(words)%2 != 1 {
 		return false
 	}
@@ -274,15 +387,55 @@ func toAny(ss []string) []any {
 // crew) with the pinned arguments, into Codex's .codex/config.toml (old:
 // its content, nil for none) as the table [mcp_servers.crew]: the table
 // (and its sub-tables) is replaced, or appended after a blank line;
-// every other line stays as it was, comments too.
+// every other line stays as it was, comments too. The table passes
+// CodexEnvVars to the server and gives its tools CodexToolTimeout.
 func CodexConfig(old []byte, command string, pin []string) []byte {
 	args := make([]string, 0, len(pin)+1)
 	for _, a := range append([]string{"mcp"}, pin...) {
-		q, _ := json.Marshal(a) // a TOML basic string is a JSON string for these
-		args = append(args, string(q))
+		args = append(args, tomlString(a))
 	}
-	cmd, _ := json.Marshal(crewCommand(command))
-	table := "[mcp_servers.crew]\ncommand = " + string(cmd) + "\nargs = [" + strings.Join(args, ", ") + "]\n"
+	var env []string
+	for _, v := range CodexEnvVars {
+		env = append(env, tomlString(v))
+	}
+	return codexTable(old, "[mcp_servers.crew]\ncommand = "+tomlString(crewCommand(command))+"\nargs = ["+strings.Join(args, ", ")+"]\n"+
+		"env_vars = ["+strings.Join(env, ", ")+"]\n"+fmt.Sprintf("tool_timeout_sec = %d\n", CodexToolTimeout))
+}
+
+// tomlString quotes s as a TOML basic string (a JSON string is one for
+// the strings crew writes).
+func tomlString(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
+}
+
+// CodexConfigHTTP is CodexConfig for crew serve's MCP endpoint at url
+// (http://HOST:PORT): [mcp_servers.crew] with url URL/mcp, the token
+// from the variable TokenEnv (bearer_token_env_var), the identity
+// pinned (http_headers) or from CREW_RUN, CREW_TASK and CREW_AGENT
+// (env_http_headers; https://developers.openai.com/codex/mcp).
+func CodexConfigHTTP(old []byte, url string, pin []string) []byte {
+	var lit, env []string
+	for _, id := range identityHeaders {
+		if v := pinned(pin, id.flag); v != "" {
+			lit = append(lit, tomlString(id.header)+" = "+tomlString(v))
+		} else {
+			env = append(env, tomlString(id.header)+" = "+tomlString(id.env))
+		}
+	}
+	table := "[mcp_servers.crew]\nurl = " + tomlString(strings.TrimSuffix(url, "/")+"/mcp") + "\nbearer_token_env_var = " + tomlString(TokenEnv) + "\n"
+	if len(lit) > 0 {
+		table += "http_headers = { " + strings.Join(lit, ", ") + " }\n"
+	}
+	if len(env) > 0 {
+		table += "env_http_headers = { " + strings.Join(env, ", ") + " }\n"
+	}
+	table += fmt.Sprintf("tool_timeout_sec = %d\n", CodexToolTimeout)
+	return codexTable(old, table)
+}
+
+// codexTable replaces crew's table of Codex's config.toml old by table.
+func codexTable(old []byte, table string) []byte {
 	var out []string
 	lines := strings.SplitAfter(string(old), "\n")
 	replaced, skip := false, false

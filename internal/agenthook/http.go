@@ -1,0 +1,128 @@
+package agenthook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/events"
+)
+
+// The headers that carry an HTTP hook's identity: crew setup claude
+// --http writes them with the agent's CREW_RUN, CREW_TASK and CREW_AGENT
+// (listed in the hook's allowedEnvVars, so Claude Code fills them in).
+// An empty or missing header is app.App's default, as an unset
+// variable is for crew hook.
+const (
+	HeaderRun   = "X-Crew-Run"
+	HeaderTask  = "X-Crew-Task"
+	HeaderAgent = "X-Crew-Agent"
+)
+
+// Handler answers agents' HTTP hooks (Claude Code's hooks of type
+// "http"): POST .../AGENT/EVENT, the hook's JSON input as the body, the
+// identity in HeaderRun, HeaderTask and HeaderAgent. The answer is what
+// crew hook AGENT EVENT prints (Answer): a 200 with the JSON object, or
+// a 200 with an empty body for nothing to show; the delivery is
+// recorded with events.ViaHTTPHook. A request crew cannot answer gets a
+// status that is not 2xx and the reason as plain text, which Claude
+// Code shows as a hook error and goes on from (as from crew hook's exit
+// 1): 400 for a bad agent, event, identity or input, 404 for an unknown
+// run or task, 409 for a conflict, 500 for the rest.
+//
+// A message is marked delivered only once its answer was written to the
+// connection and flushed (app.Deliver.Show): when the agent's
+// connection closed before, or the write fails, nothing is marked and
+// the message is delivered at the agent's next moment. (A flushed answer
+// is one the kernel took; a connection lost after that loses the
+// answer, which the agent's next brief, at a compaction or a resume,
+// lists again until the message is acknowledged.)
+type Handler struct {
+	// App returns the App that answers for an identity (required).
+	App func(app.Identity) *app.App
+}
+
+// ServeHTTP implements http.Handler.
+func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	written, err := h.answer(w, r)
+	if err == nil || written {
+		return
+	}
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, crew.ErrInvalid):
+		status = http.StatusBadRequest
+	case errors.Is(err, crew.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, crew.ErrConflict):
+		status = http.StatusConflict
+	case r.Context().Err() != nil:
+		return // no one to tell
+	}
+	http.Error(w, "crew: "+err.Error(), status)
+}
+
+// answer answers r; written says whether the answer reached w (an
+// error after it can no longer be told).
+func (h Handler) answer(w http.ResponseWriter, r *http.Request) (written bool, err error) {
+	if r.Method != http.MethodPost {
+		return false, fmt.Errorf("a hook is a POST: %w", crew.ErrInvalid)
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 2 {
+		return false, fmt.Errorf("a hook's path ends in AGENT/EVENT, such as /hooks/claude/PostToolUse: %w", crew.ErrInvalid)
+	}
+	name, event := parts[len(parts)-2], parts[len(parts)-1]
+	a, err := Find(name)
+	if err != nil {
+		return false, fmt.Errorf("%v: %w", err, crew.ErrInvalid)
+	}
+	id := app.Identity{Run: r.Header.Get(HeaderRun), Task: r.Header.Get(HeaderTask), As: r.Header.Get(HeaderAgent)}
+	for _, v := range []struct{ kind, id, header string }{{"run", id.Run, HeaderRun}, {"task", id.Task, HeaderTask}, {"agent", id.As, HeaderAgent}} {
+		if v.id == "" {
+			continue
+		}
+		if err := crew.ValidateID(v.kind, v.id); err != nil {
+			return false, fmt.Errorf("header %s: %w", v.header, err)
+		}
+	}
+	in, err := ReadInput(r.Body)
+	if err != nil {
+		return false, err
+	}
+	req, err := a.Request(event, in, events.ViaHTTPHook)
+	if err != nil {
+		return false, err
+	}
+	req.Show = func(d *app.Delivery) error {
+		var body []byte
+		if out := Answer(event, d); out != nil {
+			if body, err = json.Marshal(out); err != nil {
+				return err
+			}
+		}
+		if err := r.Context().Err(); err != nil {
+			return fmt.Errorf("the agent's connection closed before its answer was written: %w", err)
+		}
+		written = true
+		// With its length given, the answer is complete for the agent
+		// once flushed: it does not wait for the record that follows.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		if _, err := w.Write(body); err != nil {
+			return err
+		}
+		return http.NewResponseController(w).Flush()
+	}
+	// The delivery is recorded after the answer was flushed, and not
+	// cut short by the request's end then.
+	_, err = h.App(id).Deliver(context.WithoutCancel(r.Context()), req)
+	return written, err
+}

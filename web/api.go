@@ -1,0 +1,135 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/internal/agenthook"
+	"github.com/crew-dev/crew/mcpserver"
+	"github.com/crew-dev/crew/run"
+)
+
+// The paths crew serve answers programs on, beside the dashboard's pages.
+const (
+	// HooksPath begins the paths of agents' HTTP hooks:
+	// /hooks/AGENT/EVENT, such as /hooks/claude/PostToolUse
+	// (agenthook.Handler).
+	HooksPath = "/hooks/"
+	// MCPPath is the MCP server's Streamable HTTP endpoint: the same
+	// tools and resources as crew mcp (mcpserver.New).
+	MCPPath = "/mcp"
+)
+
+// MCP query parameters and headers: the identity an MCP session acts
+// with, fixed when the session starts (its initialize request). The
+// query parameters (run, task, as) come first, then the headers
+// (agenthook.HeaderRun, HeaderTask, HeaderAgent), as crew mcp's --run,
+// --task and --as come before CREW_*.
+func mcpIdentity(r *http.Request) app.Identity {
+	q := r.URL.Query()
+	pick := func(param, header string) string {
+		if v := q.Get(param); v != "" {
+			return v
+		}
+		return r.Header.Get(header)
+	}
+	return app.Identity{Run: pick("run", agenthook.HeaderRun), Task: pick("task", agenthook.HeaderTask), As: pick("as", agenthook.HeaderAgent)}
+}
+
+// programs returns the handler of the paths programs call (HooksPath,
+// MCPPath), each behind guard.program.
+func (s *Server) programs(version string) http.Handler {
+	appFor := func(id app.Identity) *app.App {
+		return app.New(func() (*run.Root, error) { return s.root, nil }, id)
+	}
+	// One MCP server per identity, made at the first session that starts
+	// with it and kept: the SDK asks for the server at every request (to
+	// check the protocol version), and registering every tool costs
+	// milliseconds. A session keeps the server of its initialize
+	// request, so its identity is fixed there.
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		id := mcpIdentity(r)
+		for _, v := range []struct{ kind, id string }{{"run", id.Run}, {"task", id.Task}, {"agent", id.As}} {
+			if v.id != "" && crew.ValidateID(v.kind, v.id) != nil {
+				return nil // 400
+			}
+		}
+		s.mcpMu.Lock()
+		defer s.mcpMu.Unlock()
+		if m, ok := s.mcpServers[id]; ok {
+			return m.Server
+		}
+		m := mcpserver.New(mcpserver.Options{App: appFor(id), Version: version, Task: id.Task})
+		s.mcpServers[id] = m
+		return m.Server
+	}, &mcp.StreamableHTTPOptions{})
+	mux := http.NewServeMux()
+	mux.Handle(HooksPath, agenthook.Handler{App: appFor})
+	mux.Handle(MCPPath, mcpHandler)
+	return s.guard.program(mux)
+}
+
+// mcpChanged tells each MCP server's subscribed clients of the
+// resources that changed (mcpserver.Server.Changed); Supervise calls it
+// every period. Failures are returned joined.
+func (s *Server) mcpChanged(ctx context.Context) error {
+	s.mcpMu.Lock()
+	servers := make([]*mcpserver.Server, 0, len(s.mcpServers))
+	for _, m := range s.mcpServers {
+		servers = append(servers, m)
+	}
+	s.mcpMu.Unlock()
+	var errs []error
+	for _, m := range servers {
+		errs = append(errs, m.Changed(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// isProgram reports whether path is one programs call, which
+// guard.program checks instead of guard.wrap.
+func isProgram(path string) bool {
+	return strings.HasPrefix(path, HooksPath) || path == MCPPath
+}
+
+// program returns next behind the checks for programs (an agent's HTTP
+// hooks, an MCP client), which keep no cookie: the Host header as for
+// the pages (a DNS-rebinding page names its own host); the token in an
+// Authorization: Bearer header or the URL's token parameter (kept in
+// the URL: crew serve prints the MCP endpoint's URL with it, and a
+// program is no browser with a history to leak it to); an Origin
+// header, which browsers send and programs do not, must be the address
+// served (a page of another site gets 403).
+func (g *guard) program(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if !g.hosts[strings.ToLower(r.Host)] {
+			refuse(w, http.StatusMisdirectedRequest, "crew serve: host "+strconv.Quote(r.Host)+" is not the address served")
+			return
+		}
+		t := r.URL.Query().Get("token")
+		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			t = strings.TrimSpace(b)
+		}
+		if !same(t, g.token) {
+			refuse(w, http.StatusUnauthorized, "crew serve: no valid token: send Authorization: Bearer TOKEN (crew setup --http reads it from CREW_TOKEN) or the URL crew serve printed")
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			u, err := url.Parse(origin)
+			if err != nil || !g.hosts[strings.ToLower(u.Host)] {
+				refuse(w, http.StatusForbidden, "crew serve: origin "+strconv.Quote(origin)+" is not the address served")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
