@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/fsys"
@@ -332,3 +334,73 @@ func (d *AgentDir) replace(rel string, data []byte, was fs.FileInfo, sync bool) 
 	}
 	return nil
 }
+
+// MarkCopyRead sets to true the read flag of the run message's copy named
+// name in d, as a projection does when the message is delivered,
+// acknowledged, rejected or answered (docs/mail-tree.md, Read flags): in
+// place, one pwrite(2) of the five bytes "true " over "false" (a space
+// after true keeps the file's length and its JSON valid), when the file
+// has exactly one top-level boolean "read" key whose value lies within
+// one 512-byte sector, so that a crash leaves the old value or the new
+// and never a mix (a sector is written whole). Reading a hundred
+// thousand copies so costs an open, a read and a write each, no new
+// directory entry. A copy that is not where its name says (archived),
+// not a plain regular file, or whose flag is laid out otherwise is set
+// as SetRead sets it (a rewrite, renamed over it). A flag already true is
+// not written.
+func (d *AgentDir) MarkCopyRead(name string) error {
+	if !strings.HasSuffix(name, ".json") || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return d.SetRead(name, true, false)
+	}
+	if err := fsys.Check(fsys.OpWrite, d.path(name)); err != nil {
+		return err
+	}
+	f, err := d.openRW(name)
+	if err != nil {
+		return d.SetRead(name, true, false)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > inPlaceMax {
+		return d.SetRead(name, true, false)
+	}
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return d.SetRead(name, true, false)
+	}
+	start, end, ok := copyFlagRange(data)
+	switch {
+	case ok && string(data[start:end]) == "true":
+		return nil
+	case !ok || start/512 != (start+4)/512:
+		return d.SetRead(name, true, false)
+	}
+	if _, err := f.WriteAt([]byte("true "), int64(start)); err != nil {
+		return fmt.Errorf("mark %s: %w", d.path(name), err)
+	}
+	return nil
+}
+
+// copyFlagRange is readFlagRange for the compact JSON a projection
+// writes: the one `"read":` in the file (inside a string a quote is
+// escaped, so the bytes `"read":` are a key) with no "{" before it (a
+// top-level key), checked with json.Valid
+// instead of decoded token by token; any other file goes to
+// readFlagRange.
+func copyFlagRange(data []byte) (start, end int, ok bool) {
+	key := []byte(`"read":`)
+	if i := bytes.Index(data, key); i > 0 && data[0] == '{' && bytes.IndexByte(data[1:i], '{') < 0 && bytes.Count(data[i+1:], key) == 0 && json.Valid(data) {
+		start = i + len(key)
+		for _, lit := range []string{"false", "true"} {
+			if bytes.HasPrefix(data[start:], []byte(lit)) {
+				return start, start + len(lit), true
+			}
+		}
+	}
+	return readFlagRange(data)
+}
+
+// inPlaceMax is the largest copy MarkCopyRead reads to set its flag in
+// place (a run message's copy is at most its body limit and a few
+// hundred bytes).
+const inPlaceMax = 4 << 20

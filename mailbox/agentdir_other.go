@@ -9,3 +9,9 @@ import "os"
 func (d *AgentDir) createExcl(rel string, perm os.FileMode) (*os.File, error) {
 	return d.r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 }
+
+// openRW opens the file name in d for reading and writing, through
+// os.Root, which refuses links out of d.
+func (d *AgentDir) openRW(name string) (*os.File, error) {
+	return d.r.OpenFile(name, os.O_RDWR, 0)
+}

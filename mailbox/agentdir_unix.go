@@ -27,3 +27,13 @@ func (d *AgentDir) createExcl(rel string, perm os.FileMode) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), d.path(rel)), nil
 }
+
+// openRW opens the file name in d itself for reading and writing, never
+// through a link (O_NOFOLLOW), out of the runtime's poller (createExcl).
+func (d *AgentDir) openRW(name string) (*os.File, error) {
+	fd, err := unix.Openat(int(d.dir.Fd()), name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.path(name), Err: err}
+	}
+	return os.NewFile(uintptr(fd), d.path(name)), nil
+}

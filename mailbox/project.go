@@ -145,7 +145,11 @@ func Project(acts []Act, open func(agent string) (AgentBox, error), failed func(
 				if _, ok := fresh[a.Agent+"/"+c.ID]; ok {
 					continue // delivered read
 				}
-				es = append(es, d.SetRead(CopyName(c), true, false))
+				if m, ok := d.(copyMarker); ok {
+					es = append(es, m.MarkCopyRead(CopyName(c)))
+				} else {
+					es = append(es, d.SetRead(CopyName(c), true, false))
+				}
 			}
 		}
 		if errs[k] = errors.Join(es...); errs[k] != nil {
@@ -169,6 +173,12 @@ func Project(acts []Act, open func(agent string) (AgentBox, error), failed func(
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// copyMarker is an AgentBox that sets a copy's read flag in place
+// (AgentDir.MarkCopyRead).
+type copyMarker interface {
+	MarkCopyRead(name string) error
 }
 
 // projectWorkers is how many agents' mail directories Project writes at
