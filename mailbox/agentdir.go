@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/fsys"
@@ -352,20 +353,27 @@ func (d *AgentDir) MarkCopyRead(name string) error {
 	if !strings.HasSuffix(name, ".json") || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return d.SetRead(name, true, false)
 	}
-	if err := fsys.Check(fsys.OpWrite, d.path(name)); err != nil {
-		return err
+	if fsys.Faulty() {
+		if err := fsys.Check(fsys.OpWrite, d.path(name)); err != nil {
+			return err
+		}
 	}
 	f, err := d.openRW(name)
 	if err != nil {
 		return d.SetRead(name, true, false)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > inPlaceMax {
+	size, regular, err := f.regularSize()
+	if err != nil || !regular || size > inPlaceMax {
 		return d.SetRead(name, true, false)
 	}
-	data := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	if int64(cap(*bp)) < size {
+		*bp = make([]byte, size)
+	}
+	data := (*bp)[:size]
+	if n, _ := f.ReadAt(data, 0); int64(n) != size {
 		return d.SetRead(name, true, false)
 	}
 	start, end, ok := copyFlagRange(data)
@@ -381,15 +389,18 @@ func (d *AgentDir) MarkCopyRead(name string) error {
 	return nil
 }
 
+// copyBufs are MarkCopyRead's read buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
 // copyFlagRange is readFlagRange for the compact JSON a projection
-// writes: the one `"read":` in the file (inside a string a quote is
-// escaped, so the bytes `"read":` are a key) with no "{" before it (a
-// top-level key), checked with json.Valid
-// instead of decoded token by token; any other file goes to
-// readFlagRange.
+// writes, without decoding it: the one `"read":` in the file (inside a
+// string a quote is escaped, so the bytes `"read":` are a key) with no
+// "{" before it (a top-level key). Any other file goes to readFlagRange.
+// Only the bytes false right after that key are ever written over, so a
+// file damaged elsewhere stays as damaged as it was.
 func copyFlagRange(data []byte) (start, end int, ok bool) {
 	key := []byte(`"read":`)
-	if i := bytes.Index(data, key); i > 0 && data[0] == '{' && bytes.IndexByte(data[1:i], '{') < 0 && bytes.Count(data[i+1:], key) == 0 && json.Valid(data) {
+	if i := bytes.Index(data, key); i > 0 && data[0] == '{' && bytes.IndexByte(data[1:i], '{') < 0 && bytes.Count(data[i+1:], key) == 0 {
 		start = i + len(key)
 		for _, lit := range []string{"false", "true"} {
 			if bytes.HasPrefix(data[start:], []byte(lit)) {
@@ -398,6 +409,14 @@ func copyFlagRange(data []byte) (start, end int, ok bool) {
 		}
 	}
 	return readFlagRange(data)
+}
+
+// markFile is the file MarkCopyRead reads and writes (openRW).
+type markFile interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	regularSize() (size int64, regular bool, err error)
 }
 
 // inPlaceMax is the largest copy MarkCopyRead reads to set its flag in
