@@ -307,23 +307,29 @@ func herdOn(c config, r *run.Run, env []string, n int, idle time.Duration) (herd
 	return h, nil
 }
 
-// cpuOf is the CPU time (user and system, seconds) the processes have
-// used so far, from /proc/PID/stat.
+// cpuOf is the CPU time (seconds) the processes have used so far: the
+// sum over their threads of /proc/PID/task/TID/schedstat's first field
+// (nanoseconds on a CPU), exact where /proc/PID/stat counts ticks.
 func cpuOf(as []*asker) (float64, error) {
-	tick := 100.0 // USER_HZ
-	var sum float64
+	var ns int64
 	for _, a := range as {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
-		if err != nil {
-			return 0, fmt.Errorf("idle waiters' CPU: %v", err)
+		files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", a.cmd.Process.Pid))
+		if err != nil || len(files) == 0 {
+			return 0, fmt.Errorf("idle waiters' CPU: no /proc/%d/task/*/schedstat", a.cmd.Process.Pid)
 		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		u, _ := strconv.ParseFloat(fields[11], 64)
-		st, _ := strconv.ParseFloat(fields[12], 64)
-		sum += (u + st) / tick
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // a thread gone
+			}
+			fields := strings.Fields(string(b))
+			if len(fields) > 0 {
+				v, _ := strconv.ParseInt(fields[0], 10, 64)
+				ns += v
+			}
+		}
 	}
-	return sum, nil
+	return float64(ns) / 1e9, nil
 }
 
 // listCurves times crew run list over 10, 100 and 1,000 runs, and crew
