@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -387,6 +388,20 @@ func (d *AgentDir) MarkCopyRead(name string) error {
 		return fmt.Errorf("mark %s: %w", d.path(name), err)
 	}
 	return nil
+}
+
+// padReadFlag returns data, a run message's copy, with a top-level read
+// value true written as the five bytes "true " (a space after it), as
+// MarkCopyRead sets it in place over "false": a copy delivered read, one
+// set read in place and one set read by a rewrite are then the same
+// bytes, as a rebuild of the projections finds them (crew repair).
+// Other data is returned as it is.
+func padReadFlag(data []byte) []byte {
+	start, end, ok := copyFlagRange(data)
+	if !ok || string(data[start:end]) != "true" || (end < len(data) && data[end] == ' ') {
+		return data
+	}
+	return slices.Concat(data[:end], []byte(" "), data[end:])
 }
 
 // copyBufs are MarkCopyRead's read buffers.

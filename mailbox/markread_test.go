@@ -53,3 +53,46 @@ func TestMarkCopyReadInPlace(t *testing.T) {
 		t.Errorf("List after MarkCopyRead: %+v, %v, %v; want one read message", list, bad, err)
 	}
 }
+
+// A run message's copy delivered read is the same bytes as one delivered
+// unread and then marked read in place, and as one marked read by a
+// rewrite: a rebuild of the projections (crew repair) finds every copy
+// as it was, however its flag was set.
+func TestRunCopyReadIsOneEncoding(t *testing.T) {
+	tr := newTree(t, "bob", "ann", "cat")
+	m := testMail(t, testTime)
+	read := m
+	read.Read = true
+	var got [3][]byte
+	for i, agent := range []string{"bob", "ann", "cat"} {
+		box, err := tr.OpenAgent(agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := box.(*AgentDir)
+		var name string
+		if i == 0 {
+			name, err = d.DeliverNew(read)
+		} else {
+			name, err = d.DeliverNew(m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 1:
+			err = d.MarkCopyRead(name)
+		case 2:
+			err = d.SetRead(name, true, false) // MarkCopyRead's way when in place cannot be
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		box.Close()
+		got[i], _ = os.ReadFile(filepath.Join(tr.Root, agent, name))
+		got[i] = bytes.Replace(got[i], []byte(`"to":"`+agent+`"`), []byte(`"to":"x"`), 1)
+	}
+	if !bytes.Equal(got[0], got[1]) || !bytes.Equal(got[0], got[2]) {
+		t.Errorf("a read copy differs by how its flag was set:\ndelivered read %s\nmarked in place %s\nrewritten %s", got[0], got[1], got[2])
+	}
+}
