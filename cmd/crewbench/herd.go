@@ -30,18 +30,20 @@ type HerdFigures struct {
 	HerdRespondMs      float64 `json:"herd_respond_ms"`       // crew respond with the waiters, median
 	HerdRespondAloneMs float64 `json:"herd_respond_alone_ms"` // crew respond with none waiting, median
 	HerdRespondAfterMs float64 `json:"herd_respond_after_ms"` // the same once every waiter is answered: a longer log, none waiting
+	HerdRatioSameLog   float64 `json:"herd_ratio_same_log"`   // with the waiters ÷ after: the herd alone, the log's length the same
 	IdleWaitersCPU     float64 `json:"idle_waiters_cpu"`      // CPU-seconds per second the idle waiters use together
 	FanoutWakeP50ms    float64 `json:"fanout_wake_p50_ms"`    // Respond returns → that waiter printed, each waiter answered in turn
 	FanoutWakeP99ms    float64 `json:"fanout_wake_p99_ms"`
 	AskStartRatio      float64 `json:"ask_start_ratio"` // the last asks started (all others waiting) ÷ the first, medians of 5
 	AskStartFirstMs    float64 `json:"ask_start_first_ms"`
 
-	NATSHerdRatio       float64   `json:"nats_herd_ratio"`
-	NATSHerdRespondMs   []float64 `json:"nats_herd_respond_ms"` // alone, with the waiters, after
-	NATSIdleWaitersCPU  float64   `json:"nats_idle_waiters_cpu"`
-	NATSFanoutWakeP50ms float64   `json:"nats_fanout_wake_p50_ms"`
-	NATSFanoutWakeP99ms float64   `json:"nats_fanout_wake_p99_ms"`
-	NATSAskStartRatio   float64   `json:"nats_ask_start_ratio"`
+	NATSHerdRatio        float64   `json:"nats_herd_ratio"`
+	NATSHerdRatioSameLog float64   `json:"nats_herd_ratio_same_log"`
+	NATSHerdRespondMs    []float64 `json:"nats_herd_respond_ms"` // alone, with the waiters, after
+	NATSIdleWaitersCPU   float64   `json:"nats_idle_waiters_cpu"`
+	NATSFanoutWakeP50ms  float64   `json:"nats_fanout_wake_p50_ms"`
+	NATSFanoutWakeP99ms  float64   `json:"nats_fanout_wake_p99_ms"`
+	NATSAskStartRatio    float64   `json:"nats_ask_start_ratio"`
 
 	Inbox100kMs float64 `json:"inbox_100k_ms,omitempty"` // crew inbox --json over 100,000 unread (the rss part)
 
@@ -72,6 +74,7 @@ func herd(tmp string, c config, n int, idle time.Duration) (HerdFigures, []row, 
 		return f, nil, err
 	}
 	f.HerdRatio, f.HerdRespondMs, f.HerdRespondAloneMs, f.HerdRespondAfterMs = h.ratio, h.with, h.alone, h.after
+	f.HerdRatioSameLog = h.with / h.after
 	f.IdleWaitersCPU, f.FanoutWakeP50ms, f.FanoutWakeP99ms = h.idleCPU, h.p50, h.p99
 	f.AskStartRatio, f.AskStartFirstMs = h.askRatio, h.askFirst
 
@@ -95,6 +98,7 @@ func herd(tmp string, c config, n int, idle time.Duration) (HerdFigures, []row, 
 		return f, nil, err
 	}
 	f.NATSHerdRespondMs = []float64{nh.alone, nh.with, nh.after}
+	f.NATSHerdRatioSameLog = nh.with / nh.after
 	f.NATSHerdRatio, f.NATSIdleWaitersCPU, f.NATSFanoutWakeP50ms, f.NATSFanoutWakeP99ms, f.NATSAskStartRatio = nh.ratio, nh.idleCPU, nh.p50, nh.p99, nh.askRatio
 
 	w := fmt.Sprintf("%d workers blocked in `crew ask --wait`", n)
@@ -102,8 +106,10 @@ func herd(tmp string, c config, n int, idle time.Duration) (HerdFigures, []row, 
 		{"herd_ratio", "`crew respond` with " + w + " ÷ with none (medians of 20)", f2(f.HerdRatio), "≤ 1.5", fmt.Sprintf("%.1f / %.1f ms (%.1f ms after, none waiting)", f.HerdRespondMs, f.HerdRespondAloneMs, f.HerdRespondAfterMs)},
 		{"idle_waiters_cpu", w + ", idle: CPU-seconds a second, all of them", fmt.Sprintf("%.4f", f.IdleWaitersCPU), "≤ 0.02", ""},
 		{"fanout_wake_p99_ms", "each of " + w + " answered in turn: Respond returns → it printed (p99)", f2(f.FanoutWakeP99ms), "≤ 50", "p50 " + f2(f.FanoutWakeP50ms)},
+		{"herd_ratio_same_log", "the same ÷ `crew respond` once every waiter is answered (the log as long, none waiting)", f2(f.HerdRatioSameLog), "(context)", ""},
 		{"ask_start_ratio", "starting the last asks while the others wait ÷ the first (medians of 5)", f2(f.AskStartRatio), "(context)", fmt.Sprintf("first %.1f ms", f.AskStartFirstMs)},
 		{"nats_herd_ratio", "herd_ratio on NATS", f2(f.NATSHerdRatio), "≤ 1.5", fmt.Sprintf("%.1f / %.1f ms (%.1f ms after, none waiting)", nh.with, nh.alone, nh.after)},
+		{"nats_herd_ratio_same_log", "herd_ratio_same_log on NATS", f2(f.NATSHerdRatioSameLog), "(context)", ""},
 		{"nats_idle_waiters_cpu", "idle_waiters_cpu on NATS", fmt.Sprintf("%.4f", f.NATSIdleWaitersCPU), "≤ 0.02", ""},
 		{"nats_fanout_wake_p99_ms", "fanout_wake_p99_ms on NATS", f2(f.NATSFanoutWakeP99ms), "≤ 50", "p50 " + f2(f.NATSFanoutWakeP50ms)},
 		{"nats_ask_start_ratio", "ask_start_ratio on NATS", f2(f.NATSAskStartRatio), "(context)", ""},

@@ -90,6 +90,7 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 		return nil, err
 	}
 	defer os.Remove(tmp)
+	os.Chmod(tmp, l.store.Perm.File) // the documented mode, whatever the umask (docs/files.md, Permissions)
 	f, err := os.OpenFile(tmp, os.O_RDWR|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
