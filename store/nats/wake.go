@@ -25,11 +25,12 @@ import (
 // waiter's connection reconnects (its Store then wakes every waiter it
 // has), or when a writer dies between its append and its publish. The
 // rescan covers the rest: every wakeRescan, doubling to wakeRescanMax
-// while it finds nothing, a waiter asks the stream for its last seq (one
+// while it finds nothing (a wake of an idle process costs about 0.3 ms
+// of CPU, and the request the server's time), a waiter asks the stream for its last seq (one
 // request, no event read) and wakes its owner when the log grew.
 const (
-	wakeRescan    = 2 * time.Second
-	wakeRescanMax = 30 * time.Second
+	wakeRescan    = 5 * time.Second
+	wakeRescanMax = 60 * time.Second
 )
 
 // WakeSubject is the subject of run's wake-ups for participant (a task id
