@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/crew-dev/crew"
@@ -51,9 +52,32 @@ type Deliver struct {
 	Session string `json:"session,omitempty" jsonschema:"the agent's session id"`
 	// StopActive, at AtStop, says that a stop was blocked before in this
 	// turn (Claude Code's stop_hook_active).
-	StopActive bool   `json:"stopActive,omitempty" jsonschema:"at stop: a stop was blocked before in this turn"`
-	Task       string `json:"-"` // the worker's task (default: the identity's; none: the leader's delivery, or nothing)
+	StopActive bool `json:"stopActive,omitempty" jsonschema:"at stop: a stop was blocked before in this turn"`
+	// Peek, at AtSessionStart only, returns what the moment would
+	// deliver and records nothing (no delivery, no sign of life): crew
+	// setup's check of the hooks it wrote.
+	Peek bool   `json:"peek,omitempty" jsonschema:"at session-start: show what would be delivered, record nothing"`
+	Task string `json:"-"` // the worker's task (default: the identity's; none: the leader's delivery, or nothing)
+	// Tools is how the agent names crew's MCP tools in the brief, and
+	// how it loads them when they are deferred (zero: crew_ask, ...).
+	Tools ToolNames `json:"-"`
+	// Via is how the front end reaches the agent: events.ViaHook (the
+	// default: a command hook) or events.ViaHTTPHook. The delivery is
+	// recorded with it and the moment ("hook:tool-result").
+	Via string `json:"-"`
 }
+
+// ToolNames is how an agent shows crew's MCP tools to its model: the
+// prefix before each tool's name (Claude Code: mcp__crew__, its
+// mcp__SERVER__TOOL), and the tool that loads tools the agent defers
+// (Claude Code: ToolSearch), "" when it does not defer them.
+type ToolNames struct {
+	Prefix string
+	Loader string
+}
+
+// name is crew's MCP tool tool as the model sees it.
+func (n ToolNames) name(tool string) string { return n.Prefix + tool }
 
 // Delivery is what a moment delivers to the agent.
 type Delivery struct {
@@ -97,6 +121,9 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	default:
 		return nil, fmt.Errorf("unknown moment %q: session-start, tool-result, stop or prompt: %w", req.Moment, crew.ErrInvalid)
 	}
+	if req.Peek && req.Moment != AtSessionStart {
+		return nil, fmt.Errorf("peek is for the session-start moment only: %w", crew.ErrInvalid)
+	}
 	if req.Task == "" && a.Identity.Task == "" {
 		return a.deliverToLeader(ctx, req, d)
 	}
@@ -108,7 +135,10 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	supervise.Alive(r, id, true)
+	if !req.Peek {
+		supervise.Alive(r, id, true)
+		supervise.HookCalled(r, id)
+	}
 	w := &delivery{ctx: ctx, r: r, task: id, req: req, d: d}
 	switch req.Moment {
 	case AtSessionStart:
@@ -149,6 +179,9 @@ func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*D
 	if !crew.SameID(a.Identity.As, r.Manifest.Leader) {
 		return d, nil // an agent of no task that does not lead this run
 	}
+	if !req.Peek {
+		supervise.HookCalled(r, run.Leader)
+	}
 	w := &delivery{ctx: ctx, r: r, task: run.Leader, req: req, d: d}
 	switch req.Moment {
 	case AtSessionStart:
@@ -183,10 +216,13 @@ func (w *delivery) open() (*state.Task, []events.Message, error) {
 	return p.Task, p.Messages, nil
 }
 
-// markDelivered records that the agent was shown msgs, so that no moment
-// shows them as new again, and lists them in the Delivery. It is not cut
-// short by ctx's end: the agent is being shown them.
-func (w *delivery) markDelivered(msgs []events.Message) error {
+// markDelivered records that the agent is shown msgs, so that no moment
+// shows them as new again, lists them in the Delivery, and returns those
+// of msgs this call marked: not those another moment (a concurrent
+// hook, the wait hook, crew inbox) marked first, which the agent was
+// shown there. With Peek it marks nothing and returns the pending ones.
+// It is not cut short by ctx's end: the agent is being shown them.
+func (w *delivery) markDelivered(msgs []events.Message) ([]events.Message, error) {
 	var ids []string
 	for _, m := range msgs {
 		if m.Status == events.StatusPending {
@@ -194,13 +230,45 @@ func (w *delivery) markDelivered(msgs []events.Message) error {
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	if _, err := w.r.MarkDelivered(context.WithoutCancel(w.ctx), w.task, ids); err != nil {
-		return err
+	if w.req.Peek {
+		return pendingOnly(msgs), nil
 	}
-	w.d.Delivered = ids
-	return nil
+	e, err := w.r.MarkDeliveredVia(context.WithoutCancel(w.ctx), w.task, ids, w.via())
+	if err != nil || e == nil {
+		return nil, err
+	}
+	w.d.Delivered = e.MessageIDs
+	var marked []events.Message
+	for _, m := range msgs {
+		if slices.Contains(e.MessageIDs, m.ID) {
+			marked = append(marked, m)
+		}
+	}
+	return marked, nil
+}
+
+// via is how this delivery reaches the agent (events.Event.Via).
+func (w *delivery) via() string {
+	if w.req.Moment == AtWake {
+		return events.ViaWake
+	}
+	via := w.req.Via
+	if via == "" {
+		via = events.ViaHook
+	}
+	return via + ":" + string(w.req.Moment)
+}
+
+func pendingOnly(msgs []events.Message) []events.Message {
+	var out []events.Message
+	for _, m := range msgs {
+		if m.Status == events.StatusPending {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // brief is AtSessionStart's delivery: the worker's brief, at startup and
@@ -224,23 +292,34 @@ func (w *delivery) brief() error {
 	if t.DoneWhen != "" {
 		fmt.Fprintf(&b, "The task is done when this command exits 0: %s\n", t.DoneWhen)
 	}
-	b.WriteString(workerRules)
+	b.WriteString(workerRules(w.req.Tools))
 	if t.Status == task.Waiting {
-		fmt.Fprintf(&b, "You asked the leader a question (id %s) that is still open: wait for the answer with crew await %s (or crew_await).\n", t.Question, t.Question)
+		fmt.Fprintf(&b, "You asked the leader a question (id %s) that is still open: wait for the answer with crew await %s (or %s).\n", t.Question, t.Question, w.req.Tools.name("crew_await"))
 	}
 	if len(msgs) > 0 {
 		fmt.Fprintf(&b, "\nMessages not yet acknowledged (%d):\n%s", len(msgs), listMessages(msgs))
 	}
-	if err := w.markDelivered(msgs); err != nil {
+	if _, err := w.markDelivered(msgs); err != nil {
 		return err
 	}
 	w.d.Text = b.String()
 	return nil
 }
 
-// workerRules is how a worker uses crew, in the brief.
-const workerRules = `Use crew (the crew_* MCP tools, or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID, with --task and your task's id where CREW_TASK is not set); when you need a decision, crew ask "..." --wait and follow the answer; crew task complete when done.
-`
+// workerRules is how a worker uses crew, in the brief, naming crew's
+// MCP tools as the agent does.
+func workerRules(n ToolNames) string {
+	return fmt.Sprintf(`Use crew (the crew MCP tools, %s, %s, %s, ..., or the crew command): crew task start before working; act on steers from the leader before going on, follow-ups after your current step, and answer nudges with crew report; acknowledge each message once acted on (crew ack ID, with --task and your task's id where CREW_TASK is not set); when you need a decision, crew ask "..." --wait (%s with wait) and follow the answer; crew task complete when done.
+`, n.name("crew_task_start"), n.name("crew_ask"), n.name("crew_ack"), n.name("crew_ask")) + loadTools(n)
+}
+
+// loadTools says how to load crew's MCP tools an agent defers.
+func loadTools(n ToolNames) string {
+	if n.Loader == "" {
+		return ""
+	}
+	return fmt.Sprintf("If crew's tools are not in your tool list yet, load them with %s (query: crew) before the first call.\n", n.Loader)
+}
 
 // fresh delivers the messages not delivered before that pick selects,
 // urgent first, as context for the model, and marks them delivered.
@@ -255,20 +334,22 @@ func (w *delivery) fresh(pick func(*events.Message) bool) error {
 			fresh = append(fresh, msgs[i])
 		}
 	}
-	if len(fresh) == 0 {
-		return nil
-	}
-	if err := w.markDelivered(fresh); err != nil {
+	if fresh, err = w.markDelivered(fresh); err != nil || len(fresh) == 0 {
 		return err
 	}
-	if w.task == run.Leader {
-		w.d.Text = fmt.Sprintf("crew: new for the leader of run %s; answer questions with crew respond TASK (crew_respond), acknowledge reports and notices once acted on (crew ack ID):\n%s",
-			w.r.ID(), listMessages(fresh))
-		return nil
-	}
-	w.d.Text = fmt.Sprintf("crew: new from the leader (run %s, task %s); act on steers before going on, and acknowledge each message once acted on (crew ack --task %s ID):\n%s",
-		w.r.ID(), w.task, w.task, listMessages(fresh))
+	w.d.Text = w.freshText(fresh)
 	return nil
+}
+
+// freshText is how messages not shown before are shown at a tool result,
+// a prompt and a wake.
+func (w *delivery) freshText(fresh []events.Message) string {
+	if w.task == run.Leader {
+		return fmt.Sprintf("crew: new for the leader of run %s; answer questions with crew respond TASK (%s), acknowledge reports and notices once acted on (crew ack ID):\n%s",
+			w.r.ID(), w.req.Tools.name("crew_respond"), listMessages(fresh))
+	}
+	return fmt.Sprintf("crew: new from the leader (run %s, task %s); act on steers before going on, and acknowledge each message once acted on (crew ack --task %s ID):\n%s",
+		w.r.ID(), w.task, w.task, listMessages(fresh))
 }
 
 // stop decides whether the agent may end its turn (Deliver, AtStop).
@@ -304,6 +385,9 @@ func (w *delivery) stop() error {
 			unacked = append(unacked, m)
 		}
 	}
+	if fresh, err = w.markDelivered(fresh); err != nil {
+		return err
+	}
 	var reason strings.Builder
 	if len(fresh) > 0 {
 		fmt.Fprintf(&reason, "crew: before you stop, the leader sent you (run %s, task %s):\n%s", w.r.ID(), w.task, listMessages(fresh))
@@ -313,20 +397,17 @@ func (w *delivery) stop() error {
 			fmt.Fprintf(&reason, "crew: steers you have not acknowledged; act on them, then crew ack --task %s ID:\n%s", w.task, listMessages(unacked))
 		}
 		if t.Status == task.Waiting {
-			fmt.Fprintf(&reason, "crew: your question %s to the leader is still open: wait for the answer with crew await %s (or crew_await), then go on.\n", t.Question, t.Question)
+			fmt.Fprintf(&reason, "crew: your question %s to the leader is still open: wait for the answer with crew await %s (or %s), then go on.\n", t.Question, t.Question, w.req.Tools.name("crew_await"))
 		}
 	}
-	return w.block(reason.String(), fresh, session, blocks)
+	return w.block(reason.String(), session, blocks)
 }
 
-// block blocks the stop with reason (none: the agent may stop), marking
-// fresh delivered and counting the block.
-func (w *delivery) block(reason string, fresh []events.Message, session string, blocks int) error {
+// block blocks the stop with reason (none: the agent may stop), counting
+// the block. The messages it shows were marked delivered before.
+func (w *delivery) block(reason string, session string, blocks int) error {
 	if reason == "" {
 		return nil
-	}
-	if err := w.markDelivered(fresh); err != nil {
-		return err
 	}
 	if err := w.r.SetStopBlocks(w.task, session, blocks+1); err != nil {
 		return err
@@ -347,14 +428,18 @@ func (w *delivery) leaderStop(msgs []events.Message, active bool, session string
 			questions = append(questions, m)
 		}
 	}
+	fresh, err := w.markDelivered(fresh)
+	if err != nil {
+		return err
+	}
 	var reason strings.Builder
 	if len(fresh) > 0 {
 		fmt.Fprintf(&reason, "crew: before you stop, for the leader of run %s:\n%s", w.r.ID(), listMessages(fresh))
 	}
 	if !active && len(questions) > 0 {
-		fmt.Fprintf(&reason, "crew: workers wait on these questions; answer each with crew respond TASK (crew_respond):\n%s", listMessages(questions))
+		fmt.Fprintf(&reason, "crew: workers wait on these questions; answer each with crew respond TASK (%s):\n%s", w.req.Tools.name("crew_respond"), listMessages(questions))
 	}
-	return w.block(reason.String(), fresh, session, blocks)
+	return w.block(reason.String(), session, blocks)
 }
 
 // leaderBrief is AtSessionStart's delivery to the leader: the run, its
@@ -378,20 +463,23 @@ func (w *delivery) leaderBrief() error {
 	for _, t := range st.TaskList() {
 		fmt.Fprintf(&b, "- %s [%s] %s\n", t.ID, t.Status, t.Title)
 	}
-	b.WriteString(leaderRules)
+	b.WriteString(leaderRules(w.req.Tools))
 	if len(msgs) > 0 {
 		fmt.Fprintf(&b, "\nOpen for you (%d):\n%s", len(msgs), listMessages(msgs))
 	}
-	if err := w.markDelivered(msgs); err != nil {
+	if _, err := w.markDelivered(msgs); err != nil {
 		return err
 	}
 	w.d.Text = b.String()
 	return nil
 }
 
-// leaderRules is how a leader uses crew, in its brief.
-const leaderRules = `Use crew (the crew_* MCP tools, or the crew command): answer a worker's question with crew respond TASK "..." (the worker is blocked until you do); redirect a worker with crew steer TASK "...", queue work for after its step with crew follow-up, ask a quiet one for status with crew nudge; acknowledge reports and failure notices once acted on (crew ack ID); crew pending lists what is open for you.
-`
+// leaderRules is how a leader uses crew, in its brief, naming crew's
+// MCP tools as the agent does.
+func leaderRules(n ToolNames) string {
+	return fmt.Sprintf(`Use crew (the crew MCP tools, %s, %s, %s, ..., or the crew command): answer a worker's question with crew respond TASK "..." (the worker is blocked until you do); redirect a worker with crew steer TASK "...", queue work for after its step with crew follow-up, ask a quiet one for status with crew nudge; acknowledge reports and failure notices once acted on (crew ack ID); crew pending lists what is open for you.
+`, n.name("crew_respond"), n.name("crew_steer"), n.name("crew_pending")) + loadTools(n)
+}
 
 // listMessages lists messages for the model: a header line and the body
 // of each.

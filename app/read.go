@@ -24,6 +24,10 @@ type Read struct {
 	// passes), each pass after the last message shown.
 	Follow bool   `json:"-"`
 	Task   string `json:"-"` // Inbox: the worker's task (default: the identity's; required). Outbox ignores it.
+	// Via is how the front end shows what it marks delivered
+	// (events.Event.Via): "" is events.ViaInbox; crew mcp's is
+	// events.ViaMCP.
+	Via string `json:"-"`
 }
 
 // Mailbox is a participant's open messages (not acknowledged or
@@ -78,7 +82,7 @@ func (a *App) mailbox(req Read, who, name string, warn func(error)) (*Mailbox, e
 	if err != nil {
 		return nil, err
 	}
-	m := &Mailbox{r: r, who: who, name: name, o: run.InboxOptions{Since: req.Since, Unread: req.Unread, Peek: req.Peek}, warn: warn}
+	m := &Mailbox{r: r, who: who, name: name, o: run.InboxOptions{Since: req.Since, Unread: req.Unread, Peek: req.Peek, Via: req.Via}, warn: warn}
 	if req.Follow {
 		m.w = r.Watch(who) // the messages of who's mailbox concern who (state.Concerns)
 	}
@@ -152,7 +156,10 @@ func warnPastEnd(warn func(error), r *run.Run, since, head int64) {
 type Pending struct {
 	Run        string `json:"run,omitempty" jsonschema:"the run id (default: the server's --run or CREW_RUN, else the most recently created run)"`
 	QuietAfter string `json:"quiet_after,omitempty" jsonschema:"for the leader: a running task whose worker shows no sign of life for this duration (default 5m) is listed as quiet"`
-	Task       string `json:"-"` // the worker's task (default: the identity's); none: the leader's view
+	// UndeliveredAfter is how long a message sent to a worker may stay
+	// undelivered before the leader's view lists it (Open.Undelivered).
+	UndeliveredAfter string `json:"undelivered_after,omitempty" jsonschema:"for the leader: a message sent to a worker and not delivered for this duration (default 2m) is listed with the likely reason"`
+	Task             string `json:"-"` // the worker's task (default: the identity's); none: the leader's view
 }
 
 // Open is what Pending finds open (docs/reading.md, Pending).
@@ -169,6 +176,10 @@ type Open struct {
 	// Lifeless, for the leader only, are the tasks whose worker is quiet,
 	// then those whose worker is dead.
 	Lifeless []TaskLiveness
+	// Undelivered, for the leader only, are the messages sent to workers
+	// and not delivered for longer than Pending.UndeliveredAfter, oldest
+	// first, with the likely reason.
+	Undelivered []Undelivered
 }
 
 // TaskLiveness is a task whose worker is quiet or dead, as the leader's
@@ -204,6 +215,10 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 	if leader && req.QuietAfter != "" {
 		quietAfter, quietErr = ParseDuration(req.QuietAfter)
 	}
+	after, afterErr := undeliveredAfter(req.UndeliveredAfter)
+	if leader && afterErr != nil {
+		return nil, afterErr
+	}
 	if leader && quietErr == nil {
 		// Before the messages are read: a lost worker found here fails
 		// its task, and the failure's message is then among them.
@@ -224,6 +239,11 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 		return open, err
 	}
 	open.Lifeless = lifeless(st, live)
+	if perr == nil && st.Err() == nil {
+		if open.Undelivered, err = undelivered(r, st, live, after, ""); err != nil {
+			return open, err
+		}
+	}
 	return open, perr
 }
 

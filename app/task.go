@@ -55,9 +55,10 @@ type TaskVerify struct {
 
 // TaskShow is the request of TaskShow.
 type TaskShow struct {
-	Run        string `json:"run,omitempty" jsonschema:"the run id (default: the server's --run or CREW_RUN, else the most recently created run)"`
-	Task       string `json:"task,omitempty" jsonschema:"the task id (default: the server's --task or CREW_TASK)"`
-	QuietAfter string `json:"quiet_after,omitempty" jsonschema:"a running task whose worker shows no sign of life for this duration (default 5m) is quiet"`
+	Run              string `json:"run,omitempty" jsonschema:"the run id (default: the server's --run or CREW_RUN, else the most recently created run)"`
+	Task             string `json:"task,omitempty" jsonschema:"the task id (default: the server's --task or CREW_TASK)"`
+	QuietAfter       string `json:"quiet_after,omitempty" jsonschema:"a running task whose worker shows no sign of life for this duration (default 5m) is quiet"`
+	UndeliveredAfter string `json:"undelivered_after,omitempty" jsonschema:"a message sent to the task and not delivered for this duration (default 2m) is listed with the likely reason"`
 }
 
 // TaskList is the request of TaskList.
@@ -75,7 +76,11 @@ type TaskRecord struct {
 	// QuestionText is the text of the question the task waits on
 	// (TaskShow only).
 	QuestionText string `json:"questionText,omitempty"`
-	Run          string `json:"-"` // the run's id
+	// Undelivered are the messages sent to the task and not delivered
+	// for longer than TaskShow.UndeliveredAfter, with the likely reason
+	// (TaskShow only).
+	Undelivered []Undelivered `json:"undelivered,omitempty"`
+	Run         string        `json:"-"` // the run's id
 }
 
 // Verified is the record of TaskVerify: the check that passed, or for a
@@ -223,6 +228,15 @@ func (a *App) TaskShow(ctx context.Context, req TaskShow) (*TaskRecord, error) {
 	if t.Question != "" {
 		if q, err := r.FindMessage(t.Question); err == nil {
 			rec.QuestionText = q.Body
+		}
+	}
+	after, err := undeliveredAfter(req.UndeliveredAfter)
+	if err != nil {
+		return nil, err
+	}
+	if st.Err() == nil { // a damaged log says so below; what it holds is shown
+		if rec.Undelivered, err = undelivered(r, st, live, after, t.ID); err != nil {
+			return rec, err
 		}
 	}
 	return rec, st.Err()

@@ -40,19 +40,36 @@ var Types = []string{RunCreated, TaskCreated, TaskStarted, TaskWaiting, TaskResp
 // a message embeds it whole; events about earlier messages (delivered,
 // acknowledged, rejected) name them in MessageIDs.
 type Event struct {
-	Seq        int64           `json:"seq"`
-	At         Time            `json:"at"`
-	Type       string          `json:"type"`
-	Run        string          `json:"run"`
-	Task       string          `json:"task,omitempty"`
-	Actor      string          `json:"actor,omitempty"`
-	From       string          `json:"from,omitempty"`
-	To         string          `json:"to,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-	Message    *Message        `json:"message,omitempty"`
-	MessageIDs []string        `json:"messageIds,omitempty"`
-	Data       json.RawMessage `json:"data,omitempty"`
+	Seq        int64    `json:"seq"`
+	At         Time     `json:"at"`
+	Type       string   `json:"type"`
+	Run        string   `json:"run"`
+	Task       string   `json:"task,omitempty"`
+	Actor      string   `json:"actor,omitempty"`
+	From       string   `json:"from,omitempty"`
+	To         string   `json:"to,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+	Message    *Message `json:"message,omitempty"`
+	MessageIDs []string `json:"messageIds,omitempty"`
+	// Via, on message.delivered, is how the messages reached their
+	// reader (ViaInbox, ViaMCP, ViaHook, ViaHTTPHook, ViaWake, ViaMail;
+	// a hook's with its moment: "hook:tool-result"); "" when not told.
+	Via  string          `json:"via,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
 }
+
+// How a message reached its reader: Event.Via of message.delivered, and
+// Message.DeliveredVia. A hook's (ViaHook, ViaHTTPHook) is followed by
+// ":" and the moment of the agent's loop it was shown at (session-start,
+// tool-result, stop, prompt: package app's Moment).
+const (
+	ViaInbox    = "inbox"     // crew inbox or crew outbox, or a reader of a mailbox through the library (run.Run.Inbox)
+	ViaMCP      = "mcp"       // crew mcp's crew_inbox
+	ViaHook     = "hook"      // crew hook AGENT EVENT, a command hook of the agent
+	ViaHTTPHook = "http-hook" // an HTTP hook of the agent, answered by crew serve
+	ViaWake     = "wake"      // crew hook claude wait, which woke the idle agent with it
+	ViaMail     = "mail"      // crew mail read of the message's mail-tree copy
+)
 
 // Stamp gives an event validated for the log its place in it: run, seq,
 // the time if it has none, and to the message it carries the same seq,
@@ -122,6 +139,7 @@ type Message struct {
 	Status         string          `json:"status"`
 	SentAt         Time            `json:"sentAt"`
 	DeliveredAt    *Time           `json:"deliveredAt,omitempty"`
+	DeliveredVia   string          `json:"deliveredVia,omitempty"` // how: the Via of its message.delivered
 	AcknowledgedAt *Time           `json:"acknowledgedAt,omitempty"`
 	RejectedAt     *Time           `json:"rejectedAt,omitempty"`
 	Reason         string          `json:"reason,omitempty"`

@@ -24,7 +24,7 @@ func addReadTools(s *mcp.Server, a *app.App) {
 		listSchema("messages", messageSchema), func(ctx context.Context, in app.Read) (map[string][]events.Message, error) {
 			return readMailbox(ctx, a.Outbox, in)
 		})
-	tool(s, "crew_pending", "What is open for you, most urgent first, then oldest first, without marking anything delivered: for the leader, the workers' questions (kind question: the task waits for crew_respond) and reports not yet acknowledged; for a worker, its messages not yet acknowledged.",
+	tool(s, "crew_pending", "What is open for you, most urgent first, then oldest first, without marking anything delivered: for the leader, the workers' questions (kind question: the task waits for crew_respond) and reports not yet acknowledged, then quiet and dead tasks, then messages sent to workers and not delivered after undelivered_after (kind undelivered, with the likely reason); for a worker, its messages not yet acknowledged.",
 		listSchema("pending", objectSchema), func(ctx context.Context, in app.Pending) (map[string][]any, error) {
 			return pending(ctx, a, in)
 		})
@@ -46,6 +46,7 @@ func addReadTools(s *mcp.Server, a *app.App) {
 // readMailbox reads the mailbox open opens for in, once, and returns its
 // messages under "messages".
 func readMailbox(ctx context.Context, open func(app.Read, func(error)) (*app.Mailbox, error), in app.Read) (map[string][]events.Message, error) {
+	in.Via = events.ViaMCP
 	mb, err := open(in, nil)
 	if err != nil {
 		return nil, err
@@ -73,6 +74,9 @@ func pending(ctx context.Context, a *app.App, in app.Pending) (map[string][]any,
 	}
 	for i := range open.Lifeless {
 		recs = append(recs, &open.Lifeless[i])
+	}
+	for i := range open.Undelivered {
+		recs = append(recs, &open.Undelivered[i])
 	}
 	return list("pending", recs), nil
 }

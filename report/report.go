@@ -299,7 +299,7 @@ func update(m *Message, u state.MessageUpdate, bodyRunes int) {
 	switch u.Status {
 	case events.StatusDelivered:
 		if m.Status == events.StatusPending {
-			m.Status, m.DeliveredAt = u.Status, &at
+			m.Status, m.DeliveredAt, m.DeliveredVia = u.Status, &at, u.Via
 		}
 	case events.StatusAcknowledged:
 		m.Status, m.AcknowledgedAt = u.Status, &at

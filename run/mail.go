@@ -162,7 +162,7 @@ func (root *Root) deliverRunCopy(ctx context.Context, agent string, m mailbox.Ma
 		}
 	}
 	for _, p := range who {
-		if _, err := r.MarkDelivered(ctx, p, []string{m.ID}); err != nil {
+		if _, err := r.MarkDeliveredVia(ctx, p, []string{m.ID}, events.ViaMail); err != nil {
 			return err
 		}
 	}

@@ -26,6 +26,9 @@ type InboxOptions struct {
 	Since  int64 // only messages with seq > Since
 	Unread bool  // only messages not yet delivered
 	Peek   bool  // do not mark anything delivered
+	// Via is how the reader shows the messages it marks delivered
+	// (events.Event.Via): "" is events.ViaInbox.
+	Via string
 }
 
 // Inbox returns the open messages (not acknowledged or rejected) of a
@@ -80,7 +83,11 @@ func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions,
 		// The entries of list are st's: the commit brings st up to date
 		// and applies the message.delivered event to it, so they show
 		// their status after it.
-		_, err := r.markDelivered(ctx, participant, ids, st)
+		via := o.Via
+		if via == "" {
+			via = events.ViaInbox
+		}
+		_, err := r.markDelivered(ctx, participant, ids, via, st)
 		if errors.Is(err, crew.ErrDamaged) {
 			// Writers refuse a log whose last line is damaged until it is
 			// repaired; still show what could be read (as not delivered).
@@ -116,14 +123,21 @@ func (e *DeliverError) Unwrap() error { return e.Err }
 // the messages: those of ids still pending for it go to delivered, in one
 // message.delivered event, which it returns (nil when none was pending).
 func (r *Run) MarkDelivered(ctx context.Context, participant string, ids []string) (*events.Event, error) {
-	return r.markDelivered(ctx, participant, ids, nil)
+	return r.markDelivered(ctx, participant, ids, "", nil)
+}
+
+// MarkDeliveredVia is MarkDelivered recording how the messages reached
+// the participant (events.Event.Via: events.ViaHook and its moment,
+// events.ViaWake, ...).
+func (r *Run) MarkDeliveredVia(ctx context.Context, participant string, ids []string, via string) (*events.Event, error) {
+	return r.markDelivered(ctx, participant, ids, via, nil)
 }
 
 // markDelivered is MarkDelivered. With seen, a state that tracks the
 // participant's open messages (stateFor), it checks the ids against that
 // state brought up to date under the run lock, instead of loading every
 // open message of the run.
-func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, seen *state.State) (*events.Event, error) {
+func (r *Run) markDelivered(ctx context.Context, participant string, ids []string, via string, seen *state.State) (*events.Event, error) {
 	if seen == nil {
 		seen = state.New() // every open message: the store loads them
 	}
@@ -138,7 +152,7 @@ func (r *Run) markDelivered(ctx context.Context, participant string, ids []strin
 		if len(still) == 0 {
 			return nil, nil
 		}
-		return &events.Event{Type: events.MessageDelivered, Task: state.RecipientKey(participant), Actor: participant, MessageIDs: still}, nil
+		return &events.Event{Type: events.MessageDelivered, Task: state.RecipientKey(participant), Actor: participant, MessageIDs: still, Via: via}, nil
 	}})
 }
 

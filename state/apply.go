@@ -199,7 +199,7 @@ func (s *State) update(e *events.Event, effects []Effect) []Effect {
 					at := u.At
 					delivered = &at
 				}
-				o.Status, o.DeliveredAt = events.StatusDelivered, delivered
+				o.Status, o.DeliveredAt, o.DeliveredVia = events.StatusDelivered, delivered, Intern(u.Via)
 			}
 		default: // acknowledged and rejected are final
 			delete(s.Open, key)

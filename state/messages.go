@@ -16,6 +16,7 @@ type MessageUpdate struct {
 	Status string      // events.StatusDelivered, StatusAcknowledged or StatusRejected
 	At     events.Time // when
 	Reason string      // why it was rejected, if it was
+	Via    string      // how it was delivered (events.Event.Via), if it was
 }
 
 // MessageUpdates returns the status changes event e makes to earlier
@@ -74,6 +75,9 @@ func messageUpdates(e *events.Event) iter.Seq[MessageUpdate] {
 		}
 		for _, id := range e.MessageIDs {
 			u := MessageUpdate{ID: id, Task: reader, Status: status, At: e.At}
+			if status == events.StatusDelivered {
+				u.Via = e.Via
+			}
 			if status == events.StatusRejected {
 				u.Reason = e.Reason
 			}

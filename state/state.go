@@ -84,8 +84,10 @@ type Open struct {
 	Priority    string       `json:"priority"` // low … urgent
 	Status      string       `json:"status"`   // pending or delivered
 	DeliveredAt *events.Time `json:"deliveredAt,omitempty"`
-	From        string       `json:"from"`   // sender
-	SentAt      events.Time  `json:"sentAt"` // with From and ID, names the mail-tree copy (mailbox.Name)
+	// DeliveredVia is how it was delivered (events.Event.Via).
+	DeliveredVia string      `json:"deliveredVia,omitempty"`
+	From         string      `json:"from"`   // sender
+	SentAt       events.Time `json:"sentAt"` // with From and ID, names the mail-tree copy (mailbox.Name)
 }
 
 // Copy returns the name parts of the message's mail-tree copy.
@@ -349,7 +351,7 @@ func Intern(s string) string {
 // message has) the status of its open entry o, and a broadcast the
 // recipient of o, as readers show it. It returns m.
 func (o *Open) Current(m *events.Message) *events.Message {
-	m.Status, m.DeliveredAt = o.Status, o.DeliveredAt
+	m.Status, m.DeliveredAt, m.DeliveredVia = o.Status, o.DeliveredAt, o.DeliveredVia
 	if m.To == events.Broadcast {
 		m.To = o.Task
 	}

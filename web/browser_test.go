@@ -428,3 +428,32 @@ func TestBrowserReasonKeepsItsLines(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserUndelivered: with crew serve --undelivered-after 2s, a
+// steer that no hook, wake or inbox delivered appears on the open board
+// under "Not delivered" with the likely reason, with no event and no
+// reload; once the worker reads it, it goes, and the task's page says
+// how it was delivered.
+func TestBrowserUndelivered(t *testing.T) {
+	f := newFixtureWith(t, web.Options{UndeliveredAfter: 2 * time.Second})
+	b := newBrowser(t)
+	m, err := f.run.Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "use the rune slice"})
+	must(t, err)
+	liveBoard(t, b, f, "/runs/r1/")
+	sel := `#undelivered [data-message="` + m.ID + `"]`
+	b.do(t, chromedp.WaitVisible(chromedp.CSS(sel)))
+	notReloaded(t, b)
+	text := value(t, b, chromedp.TextContent(chromedp.CSS(sel)))
+	if !strings.Contains(text, "steer to t1") || !strings.Contains(text, "use the rune slice") || !strings.Contains(text, "likely: no hook of its agent was ever called for this task") {
+		t.Errorf("the undelivered steer: %q", text)
+	}
+	_, err = f.run.Inbox(context.Background(), "t1", run.InboxOptions{})
+	must(t, err)
+	b.do(t, chromedp.WaitNotPresent(chromedp.CSS(sel)))
+	// The task's page says how it was delivered.
+	b.do(t, chromedp.Navigate(f.base+"/runs/r1/tasks/t1?token="+f.token))
+	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`.msg.steer header`))); !strings.Contains(text, "delivered via inbox") {
+		t.Errorf("the steer on t1's page: %q", text)
+	}
+	b.noDialogs(t)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crew-dev/crew/app"
 	"io"
 	"net/http"
 	"sort"
@@ -178,7 +179,8 @@ func (s *Server) runsPrint() string {
 
 // lifePrint is what the tasks of rn underway are doing (only task id,
 // unless id is ""), as text that changes when a card's liveness would
-// (its word, its since, its worker's pid).
+// (its word, its since, its worker's pid), and for the board which
+// messages it lists as not delivered (app.App.ListUndelivered).
 func (s *Server) lifePrint(rn *run.Run, id string) string {
 	st, err := rn.TaskState()
 	if err != nil {
@@ -196,6 +198,21 @@ func (s *Server) lifePrint(rn *run.Run, id string) string {
 	for _, t := range ids {
 		l := live[t]
 		fmt.Fprintf(&b, "%s %s %s %d\n", t, l.State, l.Since, l.PID)
+	}
+	if id == "" {
+		// The board lists messages not delivered after a while: one
+		// turns undelivered with no event in the log.
+		after := ""
+		if s.undelivered > 0 {
+			after = s.undelivered.String()
+		}
+		list, err := s.app.ListUndelivered(context.Background(), app.ListUndelivered{Run: rn.ID(), After: after})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		for _, u := range list {
+			fmt.Fprintf(&b, "undelivered %s\n", u.Message.ID) // not its reason, which says for how long
+		}
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"github.com/crew-dev/crew/app"
 	"net/http"
 	"sort"
 	"strings"
@@ -125,6 +126,9 @@ type board struct {
 	Columns  []column
 	Reports  []events.Message // open reports and crew's notices (failure, timeout), newest last
 	More     int              // open reports not shown
+	// Undelivered are the messages sent to workers and not delivered
+	// after Options.UndeliveredAfter, with the likely reason.
+	Undelivered []app.Undelivered
 }
 
 // maxReports is how many open reports the board shows.
@@ -174,6 +178,14 @@ func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	after := ""
+	if s.undelivered > 0 {
+		after = s.undelivered.String()
+	}
+	if b.Undelivered, err = s.app.ListUndelivered(ctx, app.ListUndelivered{Run: rn.ID(), After: after}); err != nil {
 		s.fail(w, r, err)
 		return
 	}

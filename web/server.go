@@ -40,18 +40,23 @@ type Options struct {
 	// before its card says quiet (crew serve --quiet-after, as the
 	// command line's); 0 is run.DefaultQuietAfter.
 	QuietAfter time.Duration
+	// UndeliveredAfter is how long a message sent to a worker may stay
+	// undelivered before the board lists it with the likely reason (crew
+	// serve --undelivered-after); 0 is app.DefaultUndeliveredAfter.
+	UndeliveredAfter time.Duration
 }
 
 // Server serves the dashboard of the runs of one state root. It is an
 // http.Handler.
 type Server struct {
-	app     *app.App // over the root, acting as Options.Actor
-	root    *run.Root
-	actor   string
-	quiet   time.Duration // Options.QuietAfter
-	guard   *guard
-	handler http.Handler
-	tmpl    *template.Template
+	app         *app.App // over the root, acting as Options.Actor
+	root        *run.Root
+	actor       string
+	quiet       time.Duration // Options.QuietAfter
+	undelivered time.Duration // Options.UndeliveredAfter
+	guard       *guard
+	handler     http.Handler
+	tmpl        *template.Template
 
 	mu     sync.Mutex
 	flashs map[string]flash // outcomes of actions, by key, shown once
@@ -72,7 +77,7 @@ func New(root *run.Root, o Options) (*Server, error) {
 		return nil, err
 	}
 	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{As: o.Actor})
-	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}}
+	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, undelivered: o.UndeliveredAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}}
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))

@@ -10,10 +10,14 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew/app"
 )
@@ -111,7 +115,9 @@ func TestHookClaudeSessionStart(t *testing.T) {
 	follow := f.send("follow-up", "Then add a test for an empty string.")
 	ctx := f.context(f.hook("SessionStart", "SessionStart"), "SessionStart")
 	for _, want := range []string{"run r1 (fix Reverse)", "task t1: make Reverse keep runes whole", "Status: running", "leader is leader",
-		"exits 0: go vet ./...", "Messages not yet acknowledged (2)", steer, "Keep ReverseBytes.", follow} {
+		"exits 0: go vet ./...", "Messages not yet acknowledged (2)", steer, "Keep ReverseBytes.", follow,
+		// crew's MCP tools as Claude Code shows them, and how to load them when deferred
+		"mcp__crew__crew_ask", "mcp__crew__crew_task_start", "load them with ToolSearch"} {
 		if !strings.Contains(ctx, want) {
 			t.Errorf("SessionStart context lacks %q:\n%s", want, ctx)
 		}
@@ -296,5 +302,55 @@ func TestHookClaudeNoTaskNoAnswer(t *testing.T) {
 	code = Main([]string{"crew", "hook", "claude", "Stop", "--task", "t1", "--dir", t.TempDir()}, strings.NewReader(`{}`), &stdout, &stderr)
 	if code != exitIO {
 		t.Fatalf("no state root: exit %d, want %d (never 2, which blocks the agent)", code, exitIO)
+	}
+}
+
+// TestHookWaitRacesToolResult: a steer sent while the wait hook waits and
+// the agent's PostToolUse hook runs at the same moment (real processes,
+// the crew on PATH) is shown by exactly one of them, whichever marked it
+// delivered: never twice, never by neither.
+func TestHookWaitRacesToolResult(t *testing.T) {
+	f := newHookFixture(t)
+	bin, err := exec.LookPath("crew")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CREW_DIR="+f.dir, "CREW_RUN=r1", "CREW_TASK=t1", "TMPDIR="+t.TempDir())
+	for i := range 10 {
+		wait := exec.Command(bin, "hook", "claude", "wait")
+		wait.Env, wait.Stdin = env, strings.NewReader(`{"hook_event_name":"Stop","session_id":"`+f.session+`"}`)
+		var woke bytes.Buffer
+		wait.Stderr = &woke
+		if err := wait.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- wait.Wait() }()
+		time.Sleep(50 * time.Millisecond) // not a timing assertion: either order must give one delivery
+		steer := f.send("steer", fmt.Sprintf("steer %d", i))
+		post := exec.Command(bin, "hook", "claude", "PostToolUse")
+		post.Env, post.Stdin = env, strings.NewReader(`{"hook_event_name":"PostToolUse","session_id":"`+f.session+`"}`)
+		shown, err := post.Output()
+		if err != nil {
+			t.Fatalf("PostToolUse: %v", err)
+		}
+		byHook := strings.Contains(string(shown), steer)
+		if byHook {
+			f.send("steer", "release the waiter") // the waiter still waits: wake it with another
+		}
+		err = <-exited
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != wakeExit {
+			t.Fatalf("the wait hook: %v, want exit %d: %s", err, wakeExit, woke.String())
+		}
+		byWake := strings.Contains(woke.String(), steer)
+		if byHook == byWake {
+			t.Fatalf("steer %d shown by the tool result: %v, by the wake: %v; want exactly one", i, byHook, byWake)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(f.crew("", "inbox", "--task", "t1", "--json")), "\n") {
+			var m struct{ ID string }
+			json.Unmarshal([]byte(line), &m)
+			f.crew("", "ack", "--task", "t1", m.ID)
+		}
 	}
 }

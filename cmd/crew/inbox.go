@@ -111,17 +111,18 @@ func pendingCommand() *cli.Command {
 		Usage: "what is open for you, most urgent first: for the leader, the workers' questions and reports not yet acknowledged; for a worker (--task), its messages not yet acknowledged",
 		UsageText: "crew pending\ncrew pending --task t1 --json\n" +
 			"crew pending --json | jq -r 'select(.kind==\"question\") | .task'",
-		Flags:  []cli.Flag{runFlag, taskFlag, quietAfterFlag},
+		Flags:  []cli.Flag{runFlag, taskFlag, quietAfterFlag, undeliveredAfterFlag},
 		Action: pending,
 	}
 }
 
 // pending prints each open message as inbox does (with --json the same
 // message object), a question as the wait of its task, then, for the
-// leader, the tasks whose worker is quiet or dead.
+// leader, the tasks whose worker is quiet or dead, and the messages sent
+// to workers and not delivered after --undelivered-after.
 func pending(c *cli.Context) error {
 	e := newEnv(c)
-	open, err := e.app().Pending(c.Context, app.Pending{QuietAfter: c.String("quiet-after")})
+	open, err := e.app().Pending(c.Context, app.Pending{QuietAfter: c.String("quiet-after"), UndeliveredAfter: c.String("undelivered-after")})
 	if open == nil {
 		return err
 	}
@@ -141,7 +142,13 @@ func pending(c *cli.Context) error {
 			return err
 		}
 	}
-	if err == nil && len(open.Messages) == 0 && len(open.Lifeless) == 0 && !e.json {
+	for i := range open.Undelivered {
+		u := &open.Undelivered[i]
+		if err := e.emit(u, undeliveredText(u)); err != nil {
+			return err
+		}
+	}
+	if err == nil && len(open.Messages) == 0 && len(open.Lifeless) == 0 && len(open.Undelivered) == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
 	}
 	return err

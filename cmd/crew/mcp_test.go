@@ -236,7 +236,7 @@ func testMCPWorkerAsks(t *testing.T, f *mcpFixture) {
 	if err := json.Unmarshal([]byte(line), &cli); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"status", "deliveredAt"} { // outbox marks it delivered
+	for _, k := range []string{"status", "deliveredAt", "deliveredVia"} { // outbox marks it delivered
 		delete(cli, k)
 		delete(rep, k)
 	}
@@ -392,8 +392,14 @@ func testMCPEveryTool(t *testing.T, f *mcpFixture) {
 	call(lead, "crew_follow_up", map[string]any{"task": "w1", "body": "f"})
 	call(lead, "crew_nudge", map[string]any{"task": "w1"})
 	call(lead, "crew_broadcast", map[string]any{"body": "b"})
-	if in := call(work, "crew_inbox", nil); len(in["messages"].([]any)) != 4 {
+	in := call(work, "crew_inbox", nil)
+	if len(in["messages"].([]any)) != 4 {
 		t.Fatalf("crew_inbox: %v", in)
+	}
+	for _, m := range in["messages"].([]any) { // recorded as delivered over MCP
+		if m := m.(map[string]any); m["status"] != "delivered" || m["deliveredVia"] != "mcp" {
+			t.Fatalf("crew_inbox message %v: want delivered via mcp", m)
+		}
 	}
 	call(work, "crew_ack", map[string]any{"ids": []string{steer["id"].(string)}})
 	p := call(work, "crew_pending", nil)

@@ -98,3 +98,16 @@ var quietAfterFlag = &cli.StringFlag{Name: "quiet-after", Usage: "a running task
 func (e *env) warn(err error) {
 	fmt.Fprintf(e.stderr, "crew: %s\n", human.Escape(message(err)))
 }
+
+// undeliveredAfterFlag is the --undelivered-after of the commands that
+// list messages sent to workers and not delivered.
+var undeliveredAfterFlag = &cli.StringFlag{Name: "undelivered-after", Usage: "list a message sent to a worker and not delivered for `DURATION`, with the likely reason", Value: "2m"}
+
+// undeliveredText says that a message has not reached its worker, and
+// the likely reason: "t1 has not received steer ID, sent 3m ago: …\n
+// likely: …".
+func undeliveredText(u *app.Undelivered) string {
+	m := &u.Message
+	return fmt.Sprintf("%s has not received %s %s, sent %s ago: %s\n    likely: %s", m.Task, m.Kind, m.ID,
+		time.Since(m.SentAt.Time).Truncate(time.Second), indent(m.Body, "    "), u.Reason)
+}

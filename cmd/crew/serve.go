@@ -19,7 +19,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:7777", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow an --addr that is not a loopback address (other machines can then reach the dashboard); prints a warning"},
 			&cli.BoolFlag{Name: "open", Usage: "open the dashboard in the default browser"},
-			quietAfterFlag,
+			quietAfterFlag, undeliveredAfterFlag,
 		},
 		Action: serve,
 	}

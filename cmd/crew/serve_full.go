@@ -43,6 +43,10 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	undelivered, err := duration(c.String("undelivered-after"))
+	if err != nil {
+		return err
+	}
 	root, err := e.root()
 	if err != nil {
 		return err
@@ -61,7 +65,7 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	token := web.NewToken()
-	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor, QuietAfter: quiet})
+	s, err := web.New(root, web.Options{Hosts: hosts, Token: token, Actor: actor, QuietAfter: quiet, UndeliveredAfter: undelivered})
 	if err != nil {
 		return err
 	}

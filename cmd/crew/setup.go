@@ -2,21 +2,30 @@
 // Code and Gemini CLI the crew hooks) in the project's agent
 // configuration, merged into what is there. The merging is package
 // internal/agentconfig's; this file reads and writes the files and says
-// what changed.
+// what changed. Setup must not fail silently, as an agent does when a
+// hook cannot run: every command it writes names the crew that ran it
+// by its absolute path (or --crew-path), a pinned run or task must exist
+// (exit 4), and once written, the SessionStart hook is run as the agent
+// will run it, peeking, and its failure reported (exit 1).
 
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/agentconfig"
 )
 
@@ -34,6 +43,7 @@ func setupCommand() *cli.Command {
 			&cli.StringFlag{Name: "as", Usage: "pin the acting agent `NAME`: the run's leader's name sets up a leader's session (its hooks show it the workers' questions, reports and failures)"},
 			&cli.StringFlag{Name: "project", Usage: "the project `DIR` whose configuration to write", Value: "."},
 			&cli.BoolFlag{Name: "dry-run", Usage: "show what would change, write nothing"},
+			&cli.StringFlag{Name: "crew-path", Usage: "the crew `COMMAND` the agent runs (default: the absolute path of this crew; a bare name such as crew is looked up on the agent's PATH)"},
 		},
 		Action: setup,
 	}
@@ -61,20 +71,51 @@ func setup(c *cli.Context) error {
 		}
 	}
 	dir := c.String("project")
-	var files []configFile
-	var err error
-	switch agent := c.Args().First(); agent {
-	case "claude":
-		files, err = setupClaude(dir, pin)
-	case "codex":
-		files, err = setupCodex(dir, pin)
-	case "gemini":
-		files, err = setupGemini(dir, pin)
-	default:
+	if !c.IsSet("dir") {
+		// The state root the agent's hooks find: the nearest above the
+		// project.
+		if err := c.Set("dir", dir); err != nil {
+			return err
+		}
+	}
+	agent := c.Args().First()
+	if agent != "claude" && agent != "codex" && agent != "gemini" {
 		return fmt.Errorf("setup %q: crew sets up claude, codex or gemini (any other MCP client: run crew mcp): %w", agent, crew.ErrInvalid)
+	}
+	command, err := crewPath(c.String("crew-path"))
+	if err != nil {
+		return err
+	}
+	if strings.Contains(command, string(filepath.Separator)+"go-build") { // go run's: $GOTMPDIR/go-buildN/b001/exe/crew
+		fmt.Fprintf(e.stderr, "crew: warning: this crew is a temporary build (%s), which may be gone when the agent runs it: install crew (go install, make build) and set up again, or give --crew-path\n", command)
+	}
+	// The pinned run and task must exist: an agent set up for a task
+	// that is not there would get nothing from its hooks, silently.
+	if c.String("run") != "" || c.String("task") != "" || c.String("as") != "" {
+		if _, err := e.app().Deliver(c.Context, app.Deliver{Moment: app.AtSessionStart, Peek: true}); err != nil {
+			return err
+		}
+	}
+	var files []configFile
+	switch agent {
+	case "claude":
+		files, err = setupClaude(dir, command, pin)
+	case "codex":
+		files, err = setupCodex(dir, command, pin)
+	case "gemini":
+		files, err = setupGemini(dir, command, pin)
 	}
 	if err != nil {
 		return err
+	}
+	// The hook command is checked before anything is written: it reads
+	// no configuration file, so it runs now as it will from the agent.
+	checked := ""
+	if i := slices.IndexFunc(hookAgents, func(a hookAgent) bool { return a.name == agent }); i >= 0 {
+		if err := checkHook(c, dir, hookAgents[i], command, pin); err != nil {
+			return err
+		}
+		checked = command
 	}
 	for _, f := range files {
 		if bytes.Equal(f.old, f.new) {
@@ -97,7 +138,77 @@ func setup(c *cli.Context) error {
 		}
 		fmt.Fprintf(e.stdout, "%s %s\n", verb, f.path)
 	}
+	if checked != "" {
+		fmt.Fprintf(e.stdout, "checked: the SessionStart hook runs (%s)\n", checked)
+	}
+	if !c.Bool("dry-run") {
+		fmt.Fprint(e.stdout, nextSteps(agent, pin))
+	}
 	return nil
+}
+
+// crewPath is the crew command the agent is to run: path as given
+// (--crew-path), else the absolute path of this crew (selfPath).
+func crewPath(path string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	p, err := selfPath()
+	if err != nil {
+		return "", fmt.Errorf("cannot tell this crew's path (%v); give --crew-path: %w", err, crew.ErrInvalid)
+	}
+	return p, nil
+}
+
+// checkHook runs the SessionStart hook setup writes for agent a, with
+// --peek (nothing recorded), as the agent will: through the shell, in
+// the project directory, with a SessionStart input. A hook that cannot
+// run, fails or answers with no JSON is an error (exit 1) naming the
+// command and what it printed.
+func checkHook(c *cli.Context, dir string, a hookAgent, command string, pin []string) error {
+	line := agentconfig.ShellQuote(command) + " " + strings.Join(append([]string{"hook", a.name, "SessionStart"}, pin...), " ") + " --peek"
+	cmd := exec.CommandContext(c.Context, "/bin/sh", "-c", line)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","source":"startup","session_id":"crew-setup-check"}`)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	switch {
+	case err != nil:
+	case stdout.Len() > 0 && !json.Valid(stdout.Bytes()):
+		err = errors.New("its answer is not JSON")
+	case stdout.Len() == 0 && (slices.Contains(pin, "--task") || slices.Contains(pin, "--as")):
+		err = errors.New("it gave no brief for the pinned identity (an agent with --as and no task gets one only as the run's leader)")
+	}
+	if err != nil {
+		return fmt.Errorf("the SessionStart hook written does not run: %s: %v: %s (fix it, or give --crew-path the crew the agent can run)",
+			line, err, strings.TrimSpace(stderr.String()+stdout.String()))
+	}
+	return nil
+}
+
+// nextSteps is what a user must still do after setup for agent, with
+// the pins given.
+func nextSteps(agent string, pin []string) string {
+	var b strings.Builder
+	b.WriteString("next:\n")
+	identity := "CREW_RUN and CREW_TASK (a worker) or CREW_AGENT set to the run's leader (the leader) in the agent's environment; crew spawn sets them for a worker"
+	if len(pin) > 0 {
+		identity = "the identity is pinned (" + strings.Join(pin, " ") + ")"
+	}
+	switch agent {
+	case "claude":
+		fmt.Fprintf(&b, "- start Claude Code in this project (claude, or claude -p --input-format stream-json with standard input kept open to be woken when idle); %s\n", identity)
+		b.WriteString("- a session started before this setup reads the hooks only once restarted; a finished claude -p is never woken\n")
+		b.WriteString("- a worker under crew spawn: crew spawn TASK --tmux SESSION -- claude (interactive), or claude -p --input-format stream-json with standard input kept open, so that the wait hook can wake it\n")
+	case "gemini":
+		fmt.Fprintf(&b, "- start Gemini CLI in this project; %s\n", identity)
+		b.WriteString("- Gemini CLI reads a project's settings only in a trusted folder: trust it, or run a headless worker with GEMINI_CLI_TRUST_WORKSPACE=true\n")
+	case "codex":
+		fmt.Fprintf(&b, "- start Codex in this project; %s\n", identity)
+		b.WriteString("- Codex reads a project's .codex/config.toml only once the project is trusted\n")
+	}
+	return b.String()
 }
 
 // readConfig returns a file's bytes, nil if it does not exist.
@@ -151,16 +262,17 @@ func mergeFile(dir, rel string, merge func(path string, old []byte) ([]byte, err
 }
 
 // setupClaude: crew mcp in .mcp.json (the project's MCP servers), and a
-// crew hook per event in .claude/settings.json.
-func setupClaude(dir string, pin []string) ([]configFile, error) {
+// crew hook per event, the wait hook and the permission for crew's MCP
+// tools in .claude/settings.json; command is the crew the agent runs.
+func setupClaude(dir, command string, pin []string) ([]configFile, error) {
 	mcpFile, err := mergeFile(dir, agentconfig.ClaudeMCPFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.ClaudeMCP(path, old, pin)
+		return agentconfig.ClaudeMCP(path, old, command, pin)
 	})
 	if err != nil {
 		return nil, err
 	}
 	settings, err := mergeFile(dir, agentconfig.ClaudeSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.ClaudeSettings(path, old, hookAgents[0].hooks(), pin)
+		return agentconfig.ClaudeSettings(path, old, hookAgents[0].hooks(command), pin)
 	})
 	if err != nil {
 		return nil, err
@@ -170,9 +282,9 @@ func setupClaude(dir string, pin []string) ([]configFile, error) {
 
 // setupGemini: crew mcp and a crew hook per event in
 // .gemini/settings.json.
-func setupGemini(dir string, pin []string) ([]configFile, error) {
+func setupGemini(dir, command string, pin []string) ([]configFile, error) {
 	settings, err := mergeFile(dir, agentconfig.GeminiSettingsFile, func(path string, old []byte) ([]byte, error) {
-		return agentconfig.GeminiSettings(path, old, hookAgents[1].hooks(), pin)
+		return agentconfig.GeminiSettings(path, old, hookAgents[1].hooks(command), pin)
 	})
 	if err != nil {
 		return nil, err
@@ -181,9 +293,9 @@ func setupGemini(dir string, pin []string) ([]configFile, error) {
 }
 
 // setupCodex: crew mcp as [mcp_servers.crew] in .codex/config.toml.
-func setupCodex(dir string, pin []string) ([]configFile, error) {
+func setupCodex(dir, command string, pin []string) ([]configFile, error) {
 	f, err := mergeFile(dir, agentconfig.CodexConfigFile, func(_ string, old []byte) ([]byte, error) {
-		return agentconfig.CodexConfig(old, pin), nil
+		return agentconfig.CodexConfig(old, command, pin), nil
 	})
 	if err != nil {
 		return nil, err

@@ -8,18 +8,34 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
+// runSetup runs crew setup for the project dir, with crew on PATH (the
+// test binary's copy testscript.Main puts there) as the crew the agent
+// runs, so that setup's check of the hook it wrote runs it.
 func runSetup(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	if code := Main(append([]string{"crew", "setup", "--project", dir}, args...), strings.NewReader(""), &stdout, &stderr); code != 0 {
+	if code := Main(append([]string{"crew", "setup", "--project", dir, "--crew-path", "crew"}, args...), strings.NewReader(""), &stdout, &stderr); code != 0 {
 		t.Fatalf("crew setup %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
 	}
 	return stdout.String()
+}
+
+// makeSetupRoot makes a state root in dir with run r1 and its tasks t1 and
+// t2.
+func makeSetupRoot(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init"}, {"run", "create", "--id", "r1"}, {"task", "add", "t1", "--run", "r1"}, {"task", "add", "t2", "--run", "r1"}} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(append([]string{"crew", "--dir", dir}, args...), strings.NewReader(""), &stdout, &stderr); code != 0 {
+			t.Fatalf("crew %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
+		}
+	}
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -53,6 +69,7 @@ func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
   "permissions": {"allow": ["Bash(go test:*)"]},
   "hooks": {"PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "gofmt -w ."}]}]}
 }`)
+	makeSetupRoot(t, dir)
 	settings := filepath.Join(dir, ".claude", "settings.json")
 	before, _ := os.ReadFile(settings)
 	out := runSetup(t, dir, "claude", "--task", "t1", "--dry-run")
@@ -112,11 +129,12 @@ func TestSetupClaudeMergesAndIsIdempotent(t *testing.T) {
 func TestSetupGemini(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	makeSetupRoot(t, dir)
 	settings := filepath.Join(dir, ".gemini", "settings.json")
 	writeFile(t, settings, `{"theme": "GitHub", "mcpServers": {"db": {"command": "db-mcp"}},
   "hooks": {"AfterTool": [{"matcher": "write_file", "hooks": [{"type": "command", "command": "gofmt -w ."}]}]}}`)
 	out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1")
-	if out != "updated "+settings+"\n" {
+	if !strings.HasPrefix(out, "updated "+settings+"\nchecked: the SessionStart hook runs") || !strings.Contains(out, "GEMINI_CLI_TRUST_WORKSPACE") {
 		t.Fatalf("setup printed:\n%s", out)
 	}
 	doc := readJSON(t, settings)
@@ -124,7 +142,7 @@ func TestSetupGemini(t *testing.T) {
 	if doc["theme"] != "GitHub" || servers["db"] == nil {
 		t.Fatalf("user content lost: %v", doc)
 	}
-	if got := mustJSON(t, servers["crew"]); got != `{"args":["mcp","--run","r1","--task","t1"],"command":"crew"}` {
+	if got := mustJSON(t, servers["crew"]); got != `{"args":["mcp","--run","r1","--task","t1"],"command":"crew","trust":true}` {
 		t.Fatalf("crew server: %s", got)
 	}
 	hooks := doc["hooks"].(map[string]any)
@@ -140,7 +158,7 @@ func TestSetupGemini(t *testing.T) {
 			t.Errorf("no crew hook for %s: %v", ev, hooks[ev])
 		}
 	}
-	if out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1"); out != "unchanged "+settings+"\n" {
+	if out := runSetup(t, dir, "gemini", "--run", "r1", "--task", "t1"); !strings.HasPrefix(out, "unchanged "+settings+"\nchecked") {
 		t.Fatalf("second setup printed:\n%s", out)
 	}
 }
@@ -150,7 +168,7 @@ func TestSetupClaudeRefusesBrokenJSON(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, ".mcp.json"), `{"mcpServers": `)
 	var stdout, stderr bytes.Buffer
-	if code := Main([]string{"crew", "setup", "claude", "--project", dir}, strings.NewReader(""), &stdout, &stderr); code != exitInvalid {
+	if code := Main([]string{"crew", "setup", "claude", "--project", dir, "--crew-path", "crew"}, strings.NewReader(""), &stdout, &stderr); code != exitInvalid {
 		t.Fatalf("exit %d, want %d: %s", code, exitInvalid, stderr.String())
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, ".mcp.json")); string(b) != `{"mcpServers": ` {
@@ -178,6 +196,7 @@ X = "1"
 model = "o4-mini"
 `
 	writeFile(t, path, user)
+	makeSetupRoot(t, dir)
 	runSetup(t, dir, "codex", "--run", "r1", "--task", "t1")
 	b, _ := os.ReadFile(path)
 	want := `# my settings
@@ -200,6 +219,7 @@ model = "o4-mini"
 	}
 	// A new file is created with the table alone.
 	fresh := t.TempDir()
+	makeSetupRoot(t, fresh)
 	runSetup(t, fresh, "codex")
 	if b, _ := os.ReadFile(filepath.Join(fresh, ".codex", "config.toml")); string(b) != "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [\"mcp\"]\n" {
 		t.Fatalf("new config.toml: %q", b)
@@ -214,4 +234,95 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestSetupClaudeCannotSilentlyFail: the hooks and the MCP server run
+// the crew that ran setup by its absolute path; a pinned task that does
+// not exist is refused (exit 4) and nothing is written; a crew the
+// agent cannot run is reported (exit 1); crew's MCP tools are allowed;
+// the wait hook is an asyncRewake hook on SessionStart, Stop and
+// UserPromptSubmit, and PostToolUseFailure is answered as PostToolUse.
+func TestSetupClaudeCannotSilentlyFail(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	makeSetupRoot(t, dir)
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"crew", "setup", "--project", dir, "claude", "--run", "r1", "--task", "nope"}, strings.NewReader(""), &stdout, &stderr); code != exitNotFound {
+		t.Fatalf("unknown task: exit %d, want %d: %s", code, exitNotFound, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".mcp.json")); err == nil {
+		t.Fatal("setup for an unknown task wrote .mcp.json")
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := Main([]string{"crew", "setup", "--project", dir, "--crew-path", filepath.Join(dir, "no-crew-here"), "claude", "--task", "t1"}, strings.NewReader(""), &stdout, &stderr); code != exitIO ||
+		!strings.Contains(stderr.String(), "the SessionStart hook written does not run") {
+		t.Fatalf("a crew that cannot run: exit %d: %s", code, stderr.String())
+	}
+	bin, err := exec.LookPath("crew")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default: this crew's absolute path (the test binary's copy
+	// called crew on PATH, run as crew).
+	stdout.Reset()
+	stderr.Reset()
+	main := []string{"crew", "setup", "--project", dir, "claude", "--run", "r1", "--task", "t1"}
+	if code := runAs(bin, func() int { return Main(main, strings.NewReader(""), &stdout, &stderr) }); code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "checked: the SessionStart hook runs ("+bin+")") || !strings.Contains(stdout.String(), "next:") {
+		t.Fatalf("setup printed:\n%s", stdout.String())
+	}
+	server := readJSON(t, filepath.Join(dir, ".mcp.json"))["mcpServers"].(map[string]any)["crew"].(map[string]any)
+	if server["command"] != bin {
+		t.Fatalf("MCP server command %v, want %s", server["command"], bin)
+	}
+	doc := readJSON(t, filepath.Join(dir, ".claude", "settings.json"))
+	if got := mustJSON(t, doc["permissions"]); got != `{"allow":["mcp__crew__*"]}` {
+		t.Fatalf("permissions: %s", got)
+	}
+	if got := mustJSON(t, doc["enabledMcpjsonServers"]); got != `["crew"]` {
+		t.Fatalf("enabledMcpjsonServers: %s", got)
+	}
+	hooks := doc["hooks"].(map[string]any)
+	if got := mustJSON(t, hooks["PostToolUseFailure"]); got != `[{"hooks":[{"command":"`+bin+` hook claude PostToolUseFailure --run r1 --task t1","type":"command"}],"matcher":"*"}]` {
+		t.Fatalf("PostToolUseFailure: %s", got)
+	}
+	wait := `{"hooks":[{"async":true,"asyncRewake":true,"command":"` + bin + ` hook claude wait --run r1 --task t1","timeout":86400,"type":"command"}]}`
+	for _, ev := range []string{"SessionStart", "Stop", "UserPromptSubmit"} {
+		groups := hooks[ev].([]any)
+		if len(groups) != 2 || mustJSON(t, groups[1]) != wait {
+			t.Errorf("%s: %s; want crew's hook, then %s", ev, mustJSON(t, groups), wait)
+		}
+	}
+	if hooks["PostToolUse"].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)["asyncRewake"] != nil {
+		t.Error("PostToolUse has a wait hook")
+	}
+}
+
+// runAs runs f with os.Args[0] set to name (crew's selfPath reads it).
+func runAs(name string, f func() int) int {
+	old := os.Args[0]
+	os.Args[0] = name
+	defer func() { os.Args[0] = old }()
+	return f()
+}
+
+// TestSetupLeader: a leader's session is set up with --as and the run's
+// leader's name (its brief checked); an agent name that leads no run
+// would get nothing from the hooks, and setup says so (exit 1).
+func TestSetupLeader(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	makeSetupRoot(t, dir)
+	out := runSetup(t, dir, "claude", "--as", "leader", "--run", "r1")
+	if !strings.Contains(out, "checked: the SessionStart hook runs (crew)") {
+		t.Fatalf("setup printed:\n%s", out)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"crew", "setup", "--project", dir, "--crew-path", "crew", "claude", "--as", "bob", "--run", "r1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitIO || !strings.Contains(stderr.String(), "it gave no brief for the pinned identity") {
+		t.Fatalf("--as bob: exit %d: %s", code, stderr.String())
+	}
 }

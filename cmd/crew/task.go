@@ -98,7 +98,7 @@ func taskShowCommand() *cli.Command {
 		Usage:     "show one task",
 		UsageText: "crew task show t1\ncrew task show t1 --json",
 		ArgsUsage: "[TASK]",
-		Flags:     []cli.Flag{runFlag, taskFlag, quietAfterFlag},
+		Flags:     []cli.Flag{runFlag, taskFlag, quietAfterFlag, undeliveredAfterFlag},
 		Action:    taskShow,
 	}
 }
@@ -109,7 +109,7 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := e.app().TaskShow(c.Context, app.TaskShow{Task: id, QuietAfter: c.String("quiet-after")})
+	rec, err := e.app().TaskShow(c.Context, app.TaskShow{Task: id, QuietAfter: c.String("quiet-after"), UndeliveredAfter: c.String("undelivered-after")})
 	if rec == nil {
 		return err
 	}
@@ -137,6 +137,9 @@ func taskShow(c *cli.Context) error {
 	}
 	if t.Reason != "" {
 		fmt.Fprintf(e.stdout, "reason     %s\n", indent(t.Reason, "           "))
+	}
+	for i := range rec.Undelivered {
+		fmt.Fprintf(e.stdout, "undelivered %s\n", indent(undeliveredText(&rec.Undelivered[i]), "           "))
 	}
 	printWorkers(e, t.Workers)
 	return err

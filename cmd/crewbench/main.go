@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,large,rss,agents,ui,nats,herd,lists (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,ui,nats,herd,lists (for work on one figure)")
 	flag.IntVar(&c.herd, "herd", 1000, "workers blocked in crew ask --wait in the herd part")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "how long the herd's idle waiters' CPU is measured")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
@@ -165,8 +165,11 @@ type result struct {
 	HookIdleP99ms float64 `json:"hook_idle_ms_p99"`
 	SeenP50ms     float64 `json:"seen_p50_ms"`
 	SeenP99ms     float64 `json:"seen_p99_ms"`
-	MCPSteerRatio float64 `json:"mcp_steer_ratio"`
-	MCPSteerPerS  float64 `json:"mcp_steer_per_s"`
+	// wake_agent.go: crew hook claude wait.
+	WakeAgentP50ms float64 `json:"wake_agent_ms_p50"`
+	WakeAgentP99ms float64 `json:"wake_agent_ms_p99"`
+	MCPSteerRatio  float64 `json:"mcp_steer_ratio"`
+	MCPSteerPerS   float64 `json:"mcp_steer_per_s"`
 	// MCPInprocRatio is steers through an MCP server in process ÷
 	// library steers: a tool call costs at most 1.2× the operation when
 	// it is 1/1.2 or more.
@@ -331,6 +334,12 @@ func bench(c config) error {
 				fmt.Sprintf("%d samples; %d printed before Respond returned (counted as 0); from Respond's call: %.2f ms", c.wake, w.early, w.callP50)},
 			row{"wake_p99_ms", "the same, 99th percentile", f2(res.WakeP99ms), "≤ 20", fmt.Sprintf("max %.2f ms", w.max)},
 		)
+	}
+
+	if c.runs("wakeagent") {
+		if rows, err = benchWakeAgent(tmp, c, &res, rows); err != nil {
+			return err
+		}
 	}
 
 	var big *large // the large run, for ui_board_ms

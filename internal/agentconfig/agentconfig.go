@@ -1,8 +1,14 @@
 // Package agentconfig merges crew into the configuration files of the
 // agents crew sets up (crew setup claude|codex|gemini): crew mcp as an
 // MCP server, and, for Claude Code and Gemini CLI, a crew hook command
-// per hook event. Its functions are pure, over the files' content: the
-// command reads the files, calls them, shows or writes what changed.
+// per hook event (for Claude Code also the wait hook that wakes an idle
+// session, and a permission rule for crew's MCP tools). Its functions
+// are pure, over the files' content: the command reads the files, calls
+// them, shows or writes what changed.
+//
+// Every command written names the crew binary given (Hooks.Command, the
+// command argument): setup passes the absolute path of the crew that
+// ran it, so an agent whose PATH lacks crew still runs it.
 //
 // A merge keeps everything that is not crew's: other keys, servers and
 // hooks stay where they are, and crew's own entries of an earlier setup
@@ -41,11 +47,50 @@ const (
 )
 
 // Hooks are the crew hook commands of one agent: for each event, in
-// order, "crew hook AGENT EVENT" and the pinned arguments.
+// order, "CREW hook AGENT EVENT" and the pinned arguments.
 type Hooks struct {
-	Agent     string   // the agent's name on crew hook's command line: claude, gemini
-	Events    []string // the agent's hook events crew answers, in order
-	ToolEvent string   // the one of Events that follows every tool call
+	// Command is the crew binary the hooks run: an absolute path, or a
+	// name looked up on the agent's PATH ("" is crew).
+	Command    string
+	Agent      string   // the agent's name on crew hook's command line: claude, gemini
+	Events     []string // the agent's hook events crew answers, in order
+	ToolEvents []string // those of Events that follow a tool call (PostToolUse, PostToolUseFailure)
+	// WaitEvents, for Claude Code, are the events that start "CREW hook
+	// AGENT wait" as an asyncRewake hook: a background command whose
+	// exit 2 wakes the session, even an idle one, with its standard
+	// error (https://code.claude.com/docs/en/hooks). crew hook wait lets
+	// one run per session, so arming it at every one of them is safe.
+	WaitEvents []string
+	// WaitTimeout is how long, in seconds, the agent lets a wait hook
+	// run before it kills it (the next WaitEvent arms another).
+	WaitTimeout int
+}
+
+// ClaudeMCPPermission is the permission rule of Claude Code's settings
+// (permissions.allow) that lets the model call every tool of the MCP
+// server named crew without asking (https://code.claude.com/docs/en/permissions:
+// mcp__SERVER__* matches all of a server's tools).
+const ClaudeMCPPermission = "mcp__crew__*"
+
+// ShellQuote quotes s for a POSIX shell, which runs the agents' hook
+// commands: as it is when it has no special character.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// command returns the hook command line for event (or "wait"), pinned.
+func (h Hooks) command(event string, pin []string) string {
+	return ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+}
+
+func crewCommand(c string) string {
+	if c == "" {
+		return "crew"
+	}
+	return c
 }
 
 // MergeJSON decodes old, the content of the JSON file called name in
@@ -85,32 +130,49 @@ func jsonEqual(a, b []byte) bool {
 	return bytes.Equal(xb, yb)
 }
 
-// ClaudeMCP merges crew mcp, with the pinned arguments (--run R --task
-// T), into Claude Code's .mcp.json: mcpServers.crew of {type: stdio,
-// command, args}. name is the file's name in messages (MergeJSON).
-func ClaudeMCP(name string, old []byte, pin []string) ([]byte, error) {
+// ClaudeMCP merges crew mcp, run as command (the crew binary; "" is
+// crew) with the pinned arguments (--run R --task T), into Claude Code's
+// .mcp.json: mcpServers.crew of {type: stdio, command, args}. name is
+// the file's name in messages (MergeJSON).
+func ClaudeMCP(name string, old []byte, command string, pin []string) ([]byte, error) {
 	return MergeJSON(name, old, func(doc map[string]any) {
-		object(doc, "mcpServers")["crew"] = map[string]any{"type": "stdio", "command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
+		object(doc, "mcpServers")["crew"] = map[string]any{"type": "stdio", "command": crewCommand(command), "args": toAny(append([]string{"mcp"}, pin...))}
 	})
 }
 
 // ClaudeSettings merges crew's hooks h, with the pinned arguments, into
 // Claude Code's .claude/settings.json: hooks.<Event>[] of {matcher,
-// hooks: [{type: "command", command}]}, the tool event's matching every
-// tool ("*").
+// hooks: [{type: "command", command}]}, the tool events' matching every
+// tool ("*"), the wait hook's with asyncRewake and its timeout; the
+// permission rule ClaudeMCPPermission in permissions.allow, and crew in
+// enabledMcpjsonServers (the project's .mcp.json server approved, so
+// Claude Code does not ask whether to start it).
 func ClaudeSettings(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
 	return MergeJSON(name, old, func(doc map[string]any) {
 		addHooks(doc, h, "*", pin)
+		appendOnce(object(doc, "permissions"), "allow", ClaudeMCPPermission)
+		appendOnce(doc, "enabledMcpjsonServers", "crew")
 	})
+}
+
+// appendOnce appends s to the string list doc[key] unless it is in it.
+func appendOnce(doc map[string]any, key, s string) {
+	list, _ := doc[key].([]any)
+	if slices.Contains(list, any(s)) {
+		return
+	}
+	doc[key] = append(list, s)
 }
 
 // GeminiSettings merges crew mcp and crew's hooks h, with the pinned
 // arguments, into Gemini CLI's .gemini/settings.json:
-// mcpServers.crew of {command, args}, and hooks as Claude Code's, the
-// tool event's without a matcher (which matches every tool).
+// mcpServers.crew of {command, args, trust: true} (trust: its tool
+// calls are not confirmed one by one,
+// https://geminicli.com/docs/tools/mcp-server), and hooks as Claude
+// Code's, the tool event's without a matcher (which matches every tool).
 func GeminiSettings(name string, old []byte, h Hooks, pin []string) ([]byte, error) {
 	return MergeJSON(name, old, func(doc map[string]any) {
-		object(doc, "mcpServers")["crew"] = map[string]any{"command": "crew", "args": toAny(append([]string{"mcp"}, pin...))}
+		object(doc, "mcpServers")["crew"] = map[string]any{"command": crewCommand(h.Command), "args": toAny(append([]string{"mcp"}, pin...)), "trust": true}
 		addHooks(doc, h, "", pin)
 	})
 }
@@ -125,37 +187,75 @@ func object(doc map[string]any, key string) map[string]any {
 	return m
 }
 
-// addHooks sets doc's hooks.<Event>[] entry running crew hook for each
-// of h's events, the tool event with matcher toolMatcher (none when "").
-// crew's own entries (an earlier setup, maybe with other pins) are
-// replaced; everything else stays in its place.
+// addHooks sets doc's hooks.<Event>[] entries running crew hook for
+// each of h's events, the tool events with matcher toolMatcher (none
+// when ""), and the wait hook for each of h.WaitEvents. crew's own
+// entries (an earlier setup, maybe with other pins or another crew
+// binary) are replaced; everything else stays in its place.
 func addHooks(doc map[string]any, h Hooks, toolMatcher string, pin []string) {
 	hooks := object(doc, "hooks")
-	prefix := "crew hook " + h.Agent + " "
-	for _, ev := range h.Events {
-		command := prefix + strings.Join(append([]string{ev}, pin...), " ")
-		entry := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command}}}
-		if ev == h.ToolEvent && toolMatcher != "" {
+	var order []string
+	entries := map[string][]any{}
+	add := func(ev string, hook map[string]any) {
+		if _, ok := entries[ev]; !ok {
+			order = append(order, ev)
+		}
+		entry := map[string]any{"hooks": []any{hook}}
+		if slices.Contains(h.ToolEvents, ev) && toolMatcher != "" {
 			entry["matcher"] = toolMatcher
 		}
+		entries[ev] = append(entries[ev], entry)
+	}
+	for _, ev := range h.Events {
+		add(ev, map[string]any{"type": "command", "command": h.command(ev, pin)})
+	}
+	for _, ev := range h.WaitEvents {
+		// async too, which asyncRewake implies: a Claude Code that ran
+		// a SessionStart asyncRewake hook in the foreground (reported for
+		// 2.1.246, anthropics/claude-code#89960) would not start until a
+		// message came; with async it runs the hook in the background.
+		add(ev, map[string]any{"type": "command", "command": h.command("wait", pin), "async": true, "asyncRewake": true, "timeout": h.WaitTimeout})
+	}
+	for _, ev := range order {
 		groups, _ := hooks[ev].([]any)
-		groups = slices.DeleteFunc(slices.Clone(groups), func(g any) bool { return isCrewHook(g, prefix) })
-		hooks[ev] = append(groups, entry)
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g any) bool { return isCrewHook(g, h) })
+		hooks[ev] = append(groups, entries[ev]...)
 	}
 }
 
 // isCrewHook reports whether a hooks group is one crew setup wrote: all
-// its commands start with prefix (crew hook AGENT).
-func isCrewHook(group any, prefix string) bool {
+// its commands run crew hook AGENT (IsCrewHookCommand).
+func isCrewHook(group any, h Hooks) bool {
 	g, _ := group.(map[string]any)
 	hs, _ := g["hooks"].([]any)
 	if len(hs) == 0 {
 		return false
 	}
-	for _, h := range hs {
-		m, _ := h.(map[string]any)
+	for _, hook := range hs {
+		m, _ := hook.(map[string]any)
 		cmd, _ := m["command"].(string)
-		if !strings.HasPrefix(cmd, prefix) {
+		if !IsCrewHookCommand(cmd, h.Agent) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsCrewHookCommand reports whether cmd is a crew hook command of agent:
+// "CREW hook AGENT EVENT" and nothing but pins (--run, --task, --as and
+// their values) after it, whatever the crew binary CREW (an earlier
+// setup may have written another).
+func IsCrewHookCommand(cmd, agent string) bool {
+	i := strings.Index(cmd, " hook "+agent+" ")
+	if i < 0 {
+		return false
+	}
+	words := strings.Fields(cmd[i+len(" hook "+agent+" "):])
+	if len(words) == 0 || len(words)%2 != 1 {
+		return false
+	}
+	for j := 1; j < len(words); j += 2 {
+		if words[j] != "--run" && words[j] != "--task" && words[j] != "--as" {
 			return false
 		}
 	}
@@ -170,18 +270,19 @@ func toAny(ss []string) []any {
 	return out
 }
 
-// CodexConfig merges crew mcp, with the pinned arguments, into Codex's
-// .codex/config.toml (old: its content, nil for none) as the table
-// [mcp_servers.crew]: the table (and its sub-tables) is replaced, or
-// appended after a blank line; every other line stays as it was,
-// comments too.
-func CodexConfig(old []byte, pin []string) []byte {
+// CodexConfig merges crew mcp, run as command (the crew binary; "" is
+// crew) with the pinned arguments, into Codex's .codex/config.toml (old:
+// its content, nil for none) as the table [mcp_servers.crew]: the table
+// (and its sub-tables) is replaced, or appended after a blank line;
+// every other line stays as it was, comments too.
+func CodexConfig(old []byte, command string, pin []string) []byte {
 	args := make([]string, 0, len(pin)+1)
 	for _, a := range append([]string{"mcp"}, pin...) {
 		q, _ := json.Marshal(a) // a TOML basic string is a JSON string for these
 		args = append(args, string(q))
 	}
-	table := "[mcp_servers.crew]\ncommand = \"crew\"\nargs = [" + strings.Join(args, ", ") + "]\n"
+	cmd, _ := json.Marshal(crewCommand(command))
+	table := "[mcp_servers.crew]\ncommand = " + string(cmd) + "\nargs = [" + strings.Join(args, ", ") + "]\n"
 	var out []string
 	lines := strings.SplitAfter(string(old), "\n")
 	replaced, skip := false, false
