@@ -44,6 +44,7 @@ type config struct {
 	dir      string
 	only     map[string]bool // parts to run; all when empty
 	herd     int             // waiting workers in the herd part
+	herdNATS int             // the same on NATS; 0: herd
 	idle     time.Duration   // how long idle_waiters_cpu is measured
 }
 
@@ -76,6 +77,7 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
 	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,ui,nats,herd,lists (for work on one figure)")
 	flag.IntVar(&c.herd, "herd", 1000, "workers blocked in crew ask --wait in the herd part")
+	flag.IntVar(&c.herdNATS, "herd-nats", 0, "the same on NATS (default: -herd)")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "how long the herd's idle waiters' CPU is measured")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
@@ -444,7 +446,11 @@ func bench(c config) error {
 		}
 	}
 	if c.runs("herd") {
-		f, hrows, err := herd(tmp, c, c.herd, c.idle)
+		nNATS := c.herdNATS
+		if nNATS == 0 {
+			nNATS = c.herd
+		}
+		f, hrows, err := herd(tmp, c, c.herd, nNATS, c.idle)
 		if err != nil {
 			return err
 		}

@@ -25,9 +25,10 @@ import (
 // waiter's connection reconnects (its Store then wakes every waiter it
 // has), or when a writer dies between its append and its publish. The
 // rescan covers the rest: every wakeRescan, doubling to wakeRescanMax
-// while it finds nothing (a wake of an idle process costs about 0.3 ms
-// of CPU, and the request the server's time), a waiter asks the stream for its last seq (one
-// request, no event read) and wakes its owner when the log grew.
+// whatever it finds (a wake of an idle process costs about 0.3 ms of
+// CPU, and its request the server's time), a waiter asks the stream for
+// its last seq (one request, no event read) and wakes its owner when the
+// log grew. Only a wake-up starts the period again.
 const (
 	wakeRescan    = 5 * time.Second
 	wakeRescanMax = 60 * time.Second
@@ -112,11 +113,17 @@ func (w *wakeWaiter) Wait(ctx context.Context) error {
 		hctx, cancel := w.s.bound(ctx)
 		head, err := w.s.Head(hctx, w.run)
 		cancel()
+		// The period grows whatever the rescan finds: in a busy run the
+		// log grows between any two rescans, and a wake for that alone
+		// would have every waiter read the log every wakeRescan (a herd,
+		// slowed down). Only a wake-up resets it.
+		w.rescan = min(2*w.rescan, wakeRescanMax)
 		if err != nil || head != w.head {
-			w.head, w.rescan = head, wakeRescan
+			if err == nil {
+				w.head = head
+			}
 			return nil
 		}
-		w.rescan = min(2*w.rescan, wakeRescanMax)
 	}
 }
 
