@@ -6,6 +6,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/supervise"
 )
 
 // Init is the request of Init: a file state root to create.
@@ -24,6 +25,9 @@ type Initialised struct {
 	// commands run below it found before and now no longer do; "" when
 	// none.
 	Above string `json:"-"`
+	// Limits are the machine's limits a crew of supervise.CrewSize agents
+	// would run into (supervise.Limits), for a new state root.
+	Limits []supervise.Limit `json:"-"`
 }
 
 // InitRoot creates a state root (run.Init), like git init DIR: a
@@ -51,5 +55,5 @@ func InitRoot(req Init) (*Initialised, error) {
 	if statErr == nil {
 		return &Initialised{Dir: root.Dir(), Existed: true}, nil
 	}
-	return &Initialised{Dir: root.Dir(), Above: above}, nil
+	return &Initialised{Dir: root.Dir(), Above: above, Limits: supervise.Limits()}, nil
 }

@@ -84,7 +84,7 @@ func (a *App) mailbox(req Read, who, name string, warn func(error)) (*Mailbox, e
 	}
 	m := &Mailbox{r: r, who: who, name: name, o: run.InboxOptions{Since: req.Since, Unread: req.Unread, Peek: req.Peek, Via: req.Via}, warn: warn}
 	if req.Follow {
-		m.w = r.Watch()
+		m.w = r.Watch(who) // the messages of who's mailbox concern who (state.Concerns)
 	}
 	return m, nil
 }
@@ -125,8 +125,9 @@ func (m *Mailbox) Read(ctx context.Context, fn func(*events.Message) error) (int
 // Follow reports whether the mailbox was opened to follow (Read.Follow).
 func (m *Mailbox) Follow() bool { return m.w != nil }
 
-// Wait returns when the run's log may have grown since the last pass,
-// or with ctx's error. It returns at once without Follow.
+// Wait returns when the run's log may have grown since the last pass
+// with an event that concerns the mailbox's reader (state.Concerns), or
+// with ctx's error. It returns at once without Follow.
 func (m *Mailbox) Wait(ctx context.Context) error {
 	if m.w == nil {
 		return nil

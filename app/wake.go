@@ -45,7 +45,8 @@ type Wake struct {
 // It returns a Delivery without Text when there is nothing to wait for:
 // the worker's task ended, every task of the leader's run ended, or the
 // agent is no crew agent. It waits on the run's log as ask --wait does
-// (run.Run.Watch), reading the agent's open messages once per wake-up.
+// (run.Run.Watch with the participant: woken only by what concerns it),
+// reading the agent's open messages once per wake-up.
 // show, when not nil, is given the delivery as soon as it is recorded
 // (its event durable), before the mailbox projections of that record are
 // written: the wait hook wakes the agent then (as ask --wait shows its
@@ -86,7 +87,11 @@ func (a *App) Wake(ctx context.Context, req Wake, show func(*Delivery) error) (*
 	if release, err := supervise.Waiting(r, participant); err == nil {
 		defer release()
 	}
-	watch := r.Watch() // before the first read: a change after it wakes the wait
+	// Before the first read: a change after it wakes the wait. Only the
+	// commits that concern the participant wake it (state.Concerns: the
+	// messages to its task and the task's end; for the leader, what is
+	// sent to it and every task's change), not every commit of the run.
+	watch := r.Watch(participant)
 	defer watch.Close()
 	// The delivery's record returns once durable; its projections are
 	// written after show, before Wake returns.

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/fsys"
@@ -332,3 +336,105 @@ func (d *AgentDir) replace(rel string, data []byte, was fs.FileInfo, sync bool) 
 	}
 	return nil
 }
+
+// MarkCopyRead sets to true the read flag of the run message's copy named
+// name in d, as a projection does when the message is delivered,
+// acknowledged, rejected or answered (docs/mail-tree.md, Read flags): in
+// place, one pwrite(2) of the five bytes "true " over "false" (a space
+// after true keeps the file's length and its JSON valid), when the file
+// has exactly one top-level boolean "read" key whose value lies within
+// one 512-byte sector, so that a crash leaves the old value or the new
+// and never a mix (a sector is written whole). Reading a hundred
+// thousand copies so costs an open, a read and a write each, no new
+// directory entry. A copy that is not where its name says (archived),
+// not a plain regular file, or whose flag is laid out otherwise is set
+// as SetRead sets it (a rewrite, renamed over it). A flag already true is
+// not written.
+func (d *AgentDir) MarkCopyRead(name string) error {
+	if !strings.HasSuffix(name, ".json") || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return d.SetRead(name, true, false)
+	}
+	if fsys.Faulty() {
+		if err := fsys.Check(fsys.OpWrite, d.path(name)); err != nil {
+			return err
+		}
+	}
+	f, err := d.openRW(name)
+	if err != nil {
+		return d.SetRead(name, true, false)
+	}
+	defer f.Close()
+	size, regular, err := f.regularSize()
+	if err != nil || !regular || size > inPlaceMax {
+		return d.SetRead(name, true, false)
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	if int64(cap(*bp)) < size {
+		*bp = make([]byte, size)
+	}
+	data := (*bp)[:size]
+	if n, _ := f.ReadAt(data, 0); int64(n) != size {
+		return d.SetRead(name, true, false)
+	}
+	start, end, ok := copyFlagRange(data)
+	switch {
+	case ok && string(data[start:end]) == "true":
+		return nil
+	case !ok || start/512 != (start+4)/512:
+		return d.SetRead(name, true, false)
+	}
+	if _, err := f.WriteAt([]byte("true "), int64(start)); err != nil {
+		return fmt.Errorf("mark %s: %w", d.path(name), err)
+	}
+	return nil
+}
+
+// padReadFlag returns data, a run message's copy, with a top-level read
+// value true written as the five bytes "true " (a space after it), as
+// MarkCopyRead sets it in place over "false": a copy delivered read, one
+// set read in place and one set read by a rewrite are then the same
+// bytes, as a rebuild of the projections finds them (crew repair).
+// Other data is returned as it is.
+func padReadFlag(data []byte) []byte {
+	start, end, ok := copyFlagRange(data)
+	if !ok || string(data[start:end]) != "true" || (end < len(data) && data[end] == ' ') {
+		return data
+	}
+	return slices.Concat(data[:end], []byte(" "), data[end:])
+}
+
+// copyBufs are MarkCopyRead's read buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// copyFlagRange is readFlagRange for the compact JSON a projection
+// writes, without decoding it: the one `"read":` in the file (inside a
+// string a quote is escaped, so the bytes `"read":` are a key) with no
+// "{" before it (a top-level key). Any other file goes to readFlagRange.
+// Only the bytes false right after that key are ever written over, so a
+// file damaged elsewhere stays as damaged as it was.
+func copyFlagRange(data []byte) (start, end int, ok bool) {
+	key := []byte(`"read":`)
+	if i := bytes.Index(data, key); i > 0 && data[0] == '{' && bytes.IndexByte(data[1:i], '{') < 0 && bytes.Count(data[i+1:], key) == 0 {
+		start = i + len(key)
+		for _, lit := range []string{"false", "true"} {
+			if bytes.HasPrefix(data[start:], []byte(lit)) {
+				return start, start + len(lit), true
+			}
+		}
+	}
+	return readFlagRange(data)
+}
+
+// markFile is the file MarkCopyRead reads and writes (openRW).
+type markFile interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	regularSize() (size int64, regular bool, err error)
+}
+
+// inPlaceMax is the largest copy MarkCopyRead reads to set its flag in
+// place (a run message's copy is at most its body limit and a few
+// hundred bytes).
+const inPlaceMax = 4 << 20

@@ -27,3 +27,26 @@ func (d *AgentDir) createExcl(rel string, perm os.FileMode) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), d.path(rel)), nil
 }
+
+// openRW opens the file name in d itself for reading and writing, never
+// through a link (O_NOFOLLOW), as a bare descriptor: no *os.File, whose
+// making costs a system call more than MarkCopyRead's write.
+func (d *AgentDir) openRW(name string) (markFile, error) {
+	fd, err := unix.Openat(int(d.dir.Fd()), name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.path(name), Err: err}
+	}
+	return rawFile(fd), nil
+}
+
+// rawFile is a markFile over a bare descriptor.
+type rawFile int
+
+func (f rawFile) ReadAt(b []byte, off int64) (int, error)  { return unix.Pread(int(f), b, off) }
+func (f rawFile) WriteAt(b []byte, off int64) (int, error) { return unix.Pwrite(int(f), b, off) }
+func (f rawFile) Close() error                             { return unix.Close(int(f)) }
+func (f rawFile) regularSize() (int64, bool, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(int(f), &st)
+	return st.Size, st.Mode&unix.S_IFMT == unix.S_IFREG, err
+}

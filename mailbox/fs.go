@@ -6,6 +6,8 @@
 package mailbox
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,5 +132,15 @@ func readRegular(r *os.Root, rel string) ([]byte, fs.FileInfo, error) {
 		return nil, nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
 	data, err := io.ReadAll(f)
+	if err == nil && len(data) > 0 && !json.Valid(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))) {
+		// Read at the instant a projection set the read flag in place
+		// (AgentDir.MarkCopyRead), the five bytes may be seen half
+		// written where reads and writes of a file are not serialised
+		// (ext4): read once more.
+		again := make([]byte, len(data))
+		if n, rerr := f.ReadAt(again, 0); n == len(data) && (rerr == nil || rerr == io.EOF) {
+			data = again
+		}
+	}
 	return data, fi, err
 }

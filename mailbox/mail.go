@@ -291,6 +291,9 @@ func File(m Mail) (name string, data []byte, err error) {
 	if data, err = m.Marshal(); err != nil {
 		return "", nil, err
 	}
+	if m.Run != "" && m.Read {
+		data = padReadFlag(data) // a run message's copy, read (padReadFlag)
+	}
 	return Name(m), data, nil
 }
 
@@ -325,11 +328,19 @@ func checkFields(m Mail) error {
 // how every Store changes a read flag (docs/mail-tree.md, Read flags). When
 // data has exactly one top-level "read" key with a boolean value, only that
 // value's bytes change (a pretty-printed file stays pretty-printed);
-// otherwise the object is re-encoded compact with sorted keys.
+// otherwise the object is re-encoded compact with sorted keys. A run
+// message's copy set read gets the value "true " (padReadFlag), as File
+// writes it.
 func WithRead(data []byte, read bool) ([]byte, error) {
 	lit := []byte(fmt.Sprint(read))
 	if start, end, ok := readFlagRange(data); ok {
-		return slices.Concat(data[:start], lit, data[end:]), nil
+		out := slices.Concat(data[:start], lit, data[end:])
+		if read {
+			if m, err := Parse(out); err == nil && m.Run != "" {
+				out = padReadFlag(out)
+			}
+		}
+		return out, nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), &obj); err != nil {

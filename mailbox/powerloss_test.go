@@ -83,7 +83,7 @@ func TestDeliverReplacesDamagedArchivedCopy(t *testing.T) {
 	tree, d := openBox(t, crew.PrivatePerm)
 	m := testMail(t, testTime)
 	m.Read = true
-	data, _ := m.Marshal()
+	_, data, _ := File(m) // a run message's copy, read: "true " (padReadFlag)
 	path := filepath.Join(tree.Dir("t1"), ArchiveDir, Name(m))
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -141,12 +141,10 @@ func Project(acts []Act, open func(agent string) (AgentBox, error), failed func(
 				es = append(es, err)
 				continue
 			}
-			for _, c := range a.Seen {
-				if _, ok := fresh[a.Agent+"/"+c.ID]; ok {
-					continue // delivered read
-				}
-				es = append(es, d.SetRead(CopyName(c), true, false))
-			}
+			es = append(es, markSeen(d, a.Seen, func(c state.Copy) bool {
+				_, ok := fresh[a.Agent+"/"+c.ID]
+				return ok // delivered read
+			}))
 		}
 		if errs[k] = errors.Join(es...); errs[k] != nil {
 			failed(agent)
@@ -169,6 +167,51 @@ func Project(acts []Act, open func(agent string) (AgentBox, error), failed func(
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// markSeen sets the read flags of the copies seen in d, but those skip
+// says were delivered read. Many (a reader's inbox of thousands) in a
+// mail directory (AgentDir) are set by projectWorkers goroutines side by
+// side: each flag is a file of its own, and the order they are set in
+// does not matter.
+func markSeen(d AgentBox, seen []state.Copy, skip func(state.Copy) bool) error {
+	mark := func(c state.Copy) error {
+		if skip(c) {
+			return nil
+		}
+		if m, ok := d.(copyMarker); ok {
+			return m.MarkCopyRead(CopyName(c))
+		}
+		return d.SetRead(CopyName(c), true, false)
+	}
+	if _, ok := d.(copyMarker); !ok || len(seen) < 256 {
+		var es []error
+		for _, c := range seen {
+			es = append(es, mark(c))
+		}
+		return errors.Join(es...)
+	}
+	errs := make([]error, projectWorkers)
+	var wg sync.WaitGroup
+	for w := range projectWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var es []error
+			for k := w; k < len(seen); k += projectWorkers {
+				es = append(es, mark(seen[k]))
+			}
+			errs[w] = errors.Join(es...)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// copyMarker is an AgentBox that sets a copy's read flag in place
+// (AgentDir.MarkCopyRead).
+type copyMarker interface {
+	MarkCopyRead(name string) error
 }
 
 // projectWorkers is how many agents' mail directories Project writes at

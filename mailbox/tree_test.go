@@ -552,7 +552,8 @@ func TestSetRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ = os.ReadFile(path)
-	if want := bytes.Replace(before, []byte(`"read":false,"run"`), []byte(`"read":true,"run"`), 1); !bytes.Equal(after, want) {
+	// (A run message's copy: its flag set true is "true ", padReadFlag.)
+	if want := bytes.Replace(before, []byte(`"read":false,"run"`), []byte(`"read":true ,"run"`), 1); !bytes.Equal(after, want) {
 		t.Errorf("after SetRead:\n%s\nwant:\n%s", after, want)
 	}
 	got, err := Parse(after)

@@ -107,7 +107,10 @@ func (r *Run) Events(since int64) (store.Cursor, error) { return r.log.Events(si
 // (store.Log.Watch: fsnotify on files, a subscription on NATS). Create
 // it before reading, so that nothing appended in between is missed; a
 // wake-up is a hint: read from a cursor to see what is new. Close it.
-func (r *Run) Watch() store.Waiter { return r.log.Watch() }
+// With participants (task ids, Leader) it wakes only for the events that
+// concern them (state.Concerns): a worker waiting for its answer is not
+// woken by every other worker's commit. Without, every commit wakes it.
+func (r *Run) Watch(participants ...string) store.Waiter { return r.log.Watch(participants...) }
 
 // SetAsync sets whether operations return as soon as their events are
 // durable (true), or only once their mailbox lines and mail-tree copies

@@ -64,7 +64,9 @@ func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message
 		wctx, cancel = context.WithDeadline(ctx, a.Deadline.Time)
 		defer cancel()
 	}
-	w := r.Watch()
+	// Everything that ends the wait concerns the question's task: its
+	// answer, its timeout, its end (state.Concerns).
+	w := r.Watch(q.Task)
 	defer w.Close()
 	for {
 		// Each pass re-reads from the question on: cheap (binary search to

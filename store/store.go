@@ -67,8 +67,11 @@ type Log interface {
 	// log). Close it.
 	Events(since int64) (Cursor, error)
 	// Watch returns a Waiter that wakes when the log may have grown
-	// after Watch was called.
-	Watch() Waiter
+	// after Watch was called. With participants (task ids, state.Leader)
+	// it wakes only when an event that concerns one of them
+	// (state.Concerns) may have been committed: a commit wakes the
+	// waiters it concerns, not every waiter of the run.
+	Watch(participants ...string) Waiter
 	// Bodies calls fn with the stored message of each open entry of
 	// list, which is in seq order, carrying the entry's status.
 	Bodies(ctx context.Context, list []*state.Open, fn func(*events.Message) error) error

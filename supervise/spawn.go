@@ -229,7 +229,7 @@ func exitOf(ps *os.ProcessState, w *state.Worker) *state.WorkerExit {
 // ctx's end is ctx's error.
 func AwaitStart(ctx context.Context, r *run.Run, id string, before, pid int) (*state.Worker, error) {
 	starter := proc.Of(pid)
-	w := r.Watch()
+	w := r.Watch(id) // worker.started of task id
 	defer w.Close()
 	for {
 		st, err := r.TaskState()

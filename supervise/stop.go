@@ -57,14 +57,14 @@ func superviseWorker(ctx context.Context, r *run.Run, id string, w *state.Worker
 // watchStop sends, once, the stop asked for attempt of task id on
 // asked, watching r's log until ctx ends.
 func watchStop(ctx context.Context, r *run.Run, id string, attempt int, asked chan<- *state.StopAsk) {
-	wt := r.Watch()
+	wt := r.Watch(id) // a stop asked, its task's end: events of task id
 	defer wt.Close()
 	for {
 		if a := stopAsked(r, id, attempt); a != nil {
 			asked <- a
 			return
 		}
-		// The watch wakes on every commit; the poll bounds a missed
+		// The watch wakes on every commit of the task; the poll bounds a missed
 		// wake-up (a store's watch that was reconnecting).
 		wctx, cancel := context.WithTimeout(ctx, poll)
 		wt.Wait(wctx)

@@ -38,5 +38,10 @@ func initRoot(c *cli.Context) error {
 		e.warn(fmt.Errorf("warning: %s is a state root above this one; commands run in %s and below now find %s instead (--dir %s reaches the other)",
 			rec.Above, filepath.Dir(rec.Dir), rec.Dir, filepath.Dir(rec.Above)))
 	}
+	for _, l := range rec.Limits {
+		// On standard output, after what init did: a note, not a warning
+		// (nothing is wrong until the crew grows).
+		msg += "\nnote: " + l.String()
+	}
 	return e.emit(rec, msg)
 }

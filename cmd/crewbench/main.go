@@ -43,6 +43,9 @@ type config struct {
 	keep     bool
 	dir      string
 	only     map[string]bool // parts to run; all when empty
+	herd     int             // waiting workers in the herd part
+	herdNATS int             // the same on NATS; 0: herd
+	idle     time.Duration   // how long idle_waiters_cpu is measured
 }
 
 // seenPeriod is the simulated agent's time between tool calls in
@@ -72,7 +75,10 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 21, "repetitions of the open and tail-read processes")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
-	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,http,ui,nats (for work on one figure)")
+	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,http,ui,nats,herd,lists (for work on one figure)")
+	flag.IntVar(&c.herd, "herd", 1000, "workers blocked in crew ask --wait in the herd part")
+	flag.IntVar(&c.herdNATS, "herd-nats", 0, "the same on NATS (default: -herd, at most 300: a crew process on NATS replays the whole stream, so 1,000 asks take many minutes)")
+	flag.DurationVar(&c.idle, "idle", 10*time.Second, "how long the herd's idle waiters' CPU is measured")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
 	set := map[string]bool{}
@@ -85,6 +91,9 @@ func main() {
 		}
 		if !set["cli"] {
 			c.cliOps = time.Second
+		}
+		if !set["herd"] {
+			c.herd, c.idle = 100, 3*time.Second
 		}
 	}
 	c.only = map[string]bool{}
@@ -190,6 +199,8 @@ type result struct {
 
 	UIBoardMs     float64 `json:"ui_board_ms"`
 	UIBoardEvents int64   `json:"ui_board_events"` // events in the run of ui_board_ms
+
+	HerdFigures // many waiting workers, the list curves (herd.go)
 }
 
 // step prints progress on stderr.
@@ -446,6 +457,27 @@ func bench(c config) error {
 		if rows, err = benchNATS(tmp, c, &res, rows); err != nil {
 			return err
 		}
+	}
+	if c.runs("herd") {
+		nNATS := c.herdNATS
+		if nNATS == 0 {
+			nNATS = min(c.herd, 300)
+		}
+		f, hrows, err := herd(tmp, c, c.herd, nNATS, c.idle)
+		if err != nil {
+			return err
+		}
+		res.HerdFigures, rows = f, append(rows, hrows...)
+	}
+	if c.runs("lists") {
+		lrows, err := listCurves(tmp, c, &res.HerdFigures)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, lrows...)
+	}
+	if res.InboxMessages == 100_000 {
+		res.Inbox100kMs = res.InboxMs
 	}
 
 	printTable(os.Stdout, rows, res, time.Since(start))

@@ -44,6 +44,10 @@ func SetFault(f Fault) (restore func()) {
 	return func() { fault.Store(old) }
 }
 
+// Faulty reports whether a Fault is installed: a caller may skip
+// building the path it would give Check when none is.
+func Faulty() bool { return fault.Load() != nil }
+
 // Check returns the error the installed Fault chooses for op on path,
 // wrapped in an *fs.PathError like the os package's own errors, or nil.
 // Callers that do an operation this package does not wrap (a method of

@@ -267,6 +267,10 @@ func (t *tail) Append(_ context.Context, last int64, _ []*events.Event, lines []
 // catches up.
 func (t *tail) Project(_ context.Context, st *state.State, evs []*events.Event, acts []mailbox.Act) {
 	l, ld := t.l, t.ld
+	// The waiters of the events are poked first, the events replayed
+	// (their writer may have crashed before poking) with them.
+	l.notify(ld.caughtUp)
+	l.notify(evs)
 	if len(evs) > 0 {
 		st.Offset = t.w.Size()
 	}

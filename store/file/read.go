@@ -19,10 +19,6 @@ func (l *Log) Events(since int64) (store.Cursor, error) {
 	return events.Read(l.EventsPath(), since)
 }
 
-// Watch implements store.Log with events.Watch: fsnotify on the run
-// directory, and a periodic rescan.
-func (l *Log) Watch() store.Waiter { return events.Watch(l.EventsPath(), l.dir) }
-
 // Bodies implements store.Log. It calls fn with the stored message of each open entry of list,
 // which is in seq order, carrying the entry's current status. It reads the
 // mailbox files from a cursor, side by side with the list (both are in seq

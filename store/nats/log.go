@@ -241,6 +241,7 @@ func (t *tail) Project(ctx context.Context, _ *state.State, evs []*events.Event,
 	if len(evs) == 0 {
 		return
 	}
+	t.l.s.notify(t.l.run, evs)
 	t.l.acts = append(t.l.acts, acts...)
 	t.l.projectUpTo(context.WithoutCancel(ctx), evs[len(evs)-1].Seq)
 }
@@ -347,9 +348,19 @@ func (l *Log) Bodies(ctx context.Context, list []*state.Open, fn func(*events.Me
 // Watch implements store.Log: a subscription to what is appended from
 // the log's current head on. A subscription that cannot start (within
 // watchTimeout) makes Wait return why.
-func (l *Log) Watch() store.Waiter {
+//
+// With participants it wakes only for the events that concern one of
+// them, through core NATS wake-ups (wake.go).
+func (l *Log) Watch(participants ...string) store.Waiter {
 	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
 	defer cancel()
+	if len(participants) > 0 {
+		w, err := l.s.watchFor(ctx, l.run, participants)
+		if err != nil {
+			return errWaiter{fmt.Errorf("watch run %s: %w", l.run, err)}
+		}
+		return w
+	}
 	head, err := l.s.Head(ctx, l.run)
 	if err == nil {
 		var w store.Waiter

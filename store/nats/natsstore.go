@@ -75,6 +75,8 @@ type Store struct {
 	streams map[string]jetstream.Stream // by run id
 	logs    map[string]*Log             // by run id, with Options.KeepLogs
 	lockKV  jetstream.KeyValue          // LockBucket, once found
+
+	waiters *waiterSet // wake-up waiters (wake.go), poked after a reconnection
 }
 
 // Dial connects to the servers in urls ("nats://HOST:PORT", several
@@ -99,12 +101,15 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("--nats-replicas %d: a stream has 1 to 5 replicas: %w", o.Replicas, crew.ErrInvalid)
 	}
 	shown := Redact(urls)
+	waiters := &waiterSet{}
 	nopts := []nats.Option{
 		nats.Name("crew"),
 		nats.Timeout(o.Timeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
 		nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond),
+		// Wake-ups sent while disconnected are lost: wake every waiter.
+		nats.ReconnectHandler(func(*nats.Conn) { waiters.pokeAll() }),
 	}
 	agent, role := "", Role("")
 	s := &Store{opts: o, url: shown, streams: map[string]jetstream.Stream{}, logs: map[string]*Log{}}
@@ -145,7 +150,7 @@ func Dial(ctx context.Context, urls string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("NATS at %s: JetStream account info: %v", shown, err)
 	}
-	s.nc, s.js = nc, js
+	s.nc, s.js, s.waiters = nc, js, waiters
 	s.mail = &Mail{s: s}
 	return s, nil
 }

@@ -489,3 +489,64 @@ func logHelper(ctx context.Context, s store.Store, spec proctest.Spec) int {
 	}
 	return 0
 }
+
+// A waiter for participants wakes for the commits that concern them
+// (state.Concerns), also one made before Wait and one made by another
+// process, and not for the commits of others: a steer to t1 wakes t1's
+// waiter, not t2's or the leader's.
+func testWatchParticipants(t *testing.T, s Store) {
+	ctx := proctest.Ctx(t)
+	l := createLog(t, s)
+	w1, w2, wl := l.Watch("t1"), l.Watch("t2"), l.Watch(state.Leader)
+	defer w1.Close()
+	defer w2.Close()
+	defer wl.Close()
+	if _, err := commitSteer(ctx, l, "self", "self-0"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := w1.Wait(wctx); err != nil {
+		t.Errorf("t1's waiter, a steer to t1 committed after Watch, before Wait: %v; want a wake-up", err)
+	}
+	cancel()
+	// Not woken: well before the safety-net rescans (1 s and more).
+	for name, w := range map[string]store.Waiter{"t2": w2, state.Leader: wl} {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if err := w.Wait(wctx); err == nil {
+			t.Errorf("%s's waiter woke for a steer to t1", name)
+		}
+		cancel()
+	}
+	// Another process's steer to t1 wakes t1's waiter.
+	woke := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		woke <- w1.Wait(wctx)
+	}()
+	out := proctest.Spawn(t, 1, func(int) proctest.Spec {
+		return proctest.Spec{Mode: "commit", Addr: s.Addr, Run: "r1", Name: "other", Args: []string{"1"}}
+	}, nil)
+	if strings.TrimSpace(out[0]) != "ok" {
+		t.Fatalf("committing process: %q", out[0])
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("t1's waiter was not woken by another process's steer to t1: %v", err)
+	}
+	// A report from t2 to the leader wakes t2's waiter and the leader's.
+	id := newID()
+	if _, err := l.Commit(ctx, store.Change{Validate: func(*state.State) (*events.Event, error) {
+		return &events.Event{Type: events.MessageSent, Task: "t2", Actor: "t2",
+			Message: &events.Message{ID: id, Task: "t2", Kind: events.KindReport, Direction: events.Outbox,
+				From: "t2", To: "leader", Body: "done", Priority: events.DefaultPriority}}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]store.Waiter{"t2": w2, state.Leader: wl} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := w.Wait(wctx); err != nil {
+			t.Errorf("%s's waiter, t2's report to the leader: %v; want a wake-up", name, err)
+		}
+		cancel()
+	}
+}

@@ -55,6 +55,7 @@ var tests = []test{
 	{"RaceExactlyOneWins", testRaceExactlyOneWins},
 	{"ConcurrentWritersDense", testConcurrentWritersDense},
 	{"WatchWakes", testWatchWakes},
+	{"WatchParticipants", testWatchParticipants},
 }
 
 // Run runs every conformance test as a subtest (TestX/Create/file), on

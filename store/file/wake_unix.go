@@ -1,0 +1,238 @@
+//go:build unix
+
+package file
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
+)
+
+// Wake-ups (docs/files.md, Wake-ups). A waiter for some participants of a
+// run makes a FIFO of its own, opens it for reading and writing (so that
+// it never reads an end of file, and its reads block until a byte comes),
+// and links it as wake/<participant>/<pid>-<random> for each participant.
+// A writer, once the events of a commit are in the log, lists
+// wake/<participant>/ of each participant the events concern and writes
+// one byte to each FIFO there, without blocking: a full FIFO already has
+// a wake-up waiting. The kernel wakes exactly the processes poked; no
+// inotify instance is used (fs.inotify.max_user_instances does not bound
+// how many wait), and an idle waiter costs nothing but its rescan.
+//
+// The names appear after their FIFO is open, so a writer that finds a
+// name finds a reader; a FIFO without one (its waiter was killed) refuses
+// to open (ENXIO), and the writer that meets it removes it.
+//
+// Why no waiter misses its event: the waiter's names are in place before
+// Watch returns, and its owner reads the log after that; a writer pokes
+// after its events are written. Either the writer lists the name and
+// pokes, or it listed the directory before the name appeared, and then
+// its events were written before the owner's first read, which sees
+// them. A writer that crashes between the log's fsync and its pokes
+// leaves the events unprojected, and the next writer, which projects
+// them, pokes for them too (tail.Project). The rest is the rescan's:
+// every wakeRescan, growing to wakeRescanMax while it finds nothing, the
+// waiter stats events.jsonl and, when it grew, reads only the new bytes
+// and wakes its owner when any line names one of its participants.
+
+// wakeRescan is the first safety-net rescan's period, doubled after each
+// rescan that finds nothing for the waiter, up to wakeRescanMax. A wake
+// of a blocked Go process costs about 0.3 ms of CPU (its threads hand
+// the timer over and spin before they sleep again): a thousand idle
+// waiters rescanning every 30 s use 0.01 CPU-second a second, every
+// second 0.3. A lost wake-up (only a writer that died between its fsync
+// and its pokes, with no writer after it) is so found within 30 s.
+const (
+	wakeRescan    = time.Second
+	wakeRescanMax = 30 * time.Second
+	// wakeReadMax caps the new bytes a rescan reads: a log that grew more
+	// wakes the owner, who reads it anyway.
+	wakeReadMax = 4 << 20
+)
+
+// fifoWaiter is a Watch for participants: a FIFO of its own under wake/.
+type fifoWaiter struct {
+	f      *os.File
+	names  []string // its links under wake/
+	log    string   // events.jsonl
+	off    int64    // how far the rescan has looked
+	any    bool     // a participant is state.Leader: any growth wakes
+	needle [][]byte // `"participant"` for each task participant
+	rescan time.Duration
+	buf    [64]byte
+}
+
+func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
+	dir := l.WakeDir()
+	if err := mkdir(dir, l.store.Perm); err != nil {
+		return nil, err
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(dir, ".tmp-"+name)
+	if err := unix.Mkfifo(tmp, uint32(l.store.Perm.File.Perm())); err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp)
+	os.Chmod(tmp, l.store.Perm.File) // the documented mode, whatever the umask (docs/files.md, Permissions)
+	f, err := os.OpenFile(tmp, os.O_RDWR|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	w := &fifoWaiter{f: f, log: l.EventsPath(), rescan: wakeRescan}
+	if fi, err := os.Stat(w.log); err == nil {
+		w.off = fi.Size()
+	}
+	for _, p := range participants {
+		if p == state.Leader {
+			w.any = true
+		} else {
+			w.needle = append(w.needle, []byte(`"`+p+`"`))
+		}
+		pd := filepath.Join(dir, p)
+		if err := mkdir(pd, l.store.Perm); err != nil {
+			w.Close()
+			return nil, err
+		}
+		link := filepath.Join(pd, name)
+		if err := os.Link(tmp, link); err != nil {
+			w.Close()
+			return nil, err
+		}
+		w.names = append(w.names, link)
+	}
+	return w, nil
+}
+
+// Wait implements store.Waiter: it returns when the FIFO was poked, or
+// a rescan found new lines naming a participant, or with ctx's error.
+func (w *fifoWaiter) Wait(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
+	defer stop()
+	for {
+		w.f.SetReadDeadline(time.Now().Add(w.rescan))
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := w.f.Read(w.buf[:])
+		switch {
+		case n > 0:
+			w.rescan = wakeRescan
+			return nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if w.grown() {
+				w.rescan = wakeRescan
+				return nil
+			}
+			w.rescan = min(2*w.rescan, wakeRescanMax)
+		default:
+			// Not expected of a FIFO open at both ends: sleep a rescan and
+			// wake, as a watch without notifications does.
+			t := time.NewTimer(w.rescan)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// grown reports whether events.jsonl has new lines since the last rescan
+// that may concern the waiter (any new line for the leader; for a task,
+// one naming it: every event that concerns a task names it), reading
+// only the new bytes.
+func (w *fifoWaiter) grown() bool {
+	fi, err := os.Stat(w.log)
+	if err != nil {
+		return true
+	}
+	size := fi.Size()
+	switch {
+	case size == w.off:
+		return false
+	case size < w.off: // cut short (a repair): read again
+		w.off = size
+		return true
+	case w.any || size-w.off > wakeReadMax:
+		w.off = size
+		return true
+	}
+	f, err := os.Open(w.log)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	b := make([]byte, size-w.off)
+	n, err := f.ReadAt(b, w.off)
+	if err != nil && err != io.EOF {
+		return true
+	}
+	b = b[:n]
+	end := bytes.LastIndexByte(b, '\n') + 1 // an unfinished line is read again next time
+	w.off += int64(end)
+	for _, nd := range w.needle {
+		if bytes.Contains(b[:end], nd) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close implements store.Waiter: the names go first, so that no writer
+// opens the FIFO after it is closed.
+func (w *fifoWaiter) Close() error {
+	for _, n := range w.names {
+		os.Remove(n)
+	}
+	return w.f.Close()
+}
+
+// poke writes a byte, without blocking, to each FIFO in
+// wake/<participant>/, and removes those that have no reader any more.
+func (l *Log) poke(participant string) {
+	dir := filepath.Join(l.WakeDir(), participant)
+	d, err := os.Open(dir)
+	if err != nil {
+		return // no one ever waited for participant
+	}
+	ents, _ := d.ReadDir(-1)
+	d.Close()
+	for _, e := range ents {
+		if e.Type() != fs.ModeNamedPipe || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENXIO) {
+			os.Remove(p) // its waiter is gone
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		unix.Write(fd, []byte{1}) // EAGAIN: full, a wake-up is waiting already
+		unix.Close(fd)
+	}
+}
