@@ -31,14 +31,14 @@ const (
 )
 
 // Turn is one model answer: a call of Tool with Input, or (Tool "")
-// Text that ends the turn. Pick, when set, chooses the tool's name from
-// the names the request offers (the agent's own names for its shell, or
-// for crew's MCP tools).
+// Text that ends the turn. Pick, when set, chooses the tool and its
+// input from the names the request offers (the agent's own names for
+// its shell, or for crew's MCP tools).
 type Turn struct {
 	Tool  string
 	Input map[string]any
 	Text  string
-	Pick  func(tools []string) string
+	Pick  func(tools []string) (tool string, input map[string]any)
 }
 
 // Request is one logged request.
@@ -186,7 +186,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if turn.Pick != nil {
-		turn.Tool = turn.Pick(req.Tools)
+		turn.Tool, turn.Input = turn.Pick(req.Tools)
 	}
 	if turn.Input == nil {
 		turn.Input = map[string]any{}
