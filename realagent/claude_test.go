@@ -2,8 +2,10 @@ package realagent
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,7 @@ func (p *project) claude(model *fakemodel.Server, args ...string) *agentRun {
 	// settings' permissions apply only then).
 	p.write(p.home+"/.claude.json", `{"hasCompletedOnboarding": true, "projects": {"`+p.dir+`": {"hasTrustDialogAccepted": true}}}`)
 	env := p.env("ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=sk-ant-fake", "ANTHROPIC_MODEL=claude-sonnet-4-6",
-		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5", "CLAUDE_CODE_SKIP_PROMPT_HISTORY=1", "ENABLE_TOOL_SEARCH=false")
+		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5", "CLAUDE_CODE_SKIP_PROMPT_HISTORY=1")
 	return p.start(env, bin, append([]string{"-p", "--allowedTools", "Bash", "--debug-file", p.home + "/claude-debug.log"}, args...)...)
 }
 
@@ -97,4 +99,82 @@ func logHookTimings(t *testing.T, path string) {
 		lines = append(lines, fmt.Sprintf("%s %s %s ms", m[1], m[2], m[4]))
 	}
 	t.Logf("Claude Code's timing of crew's hooks (debug log): %s", strings.Join(lines, "; "))
+}
+
+// mcpCall calls crew's MCP tool as Claude Code names it, loading it
+// first with ToolSearch when Claude Code defers it (then the call is the
+// second turn; else the second turn ends the turn).
+func mcpCall(tool string, input map[string]any) []fakemodel.Turn {
+	name := "mcp__crew__" + tool
+	called := false
+	return []fakemodel.Turn{
+		{Pick: func(tools []string) (string, map[string]any) {
+			if slices.Contains(tools, name) {
+				called = true
+				return name, input
+			}
+			return "ToolSearch", map[string]any{"query": "select:" + name, "max_results": 1}
+		}},
+		{Pick: func(tools []string) (string, map[string]any) {
+			if called {
+				return "", nil
+			}
+			return name, input
+		}},
+	}
+}
+
+// TestClaudeAsk: the model calls crew_ask over MCP with wait; crew
+// respond answers it, and the answer is the tool's result in the next
+// request.
+func TestClaudeAsk(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	ask := mcpCall("crew_ask", map[string]any{"question": "Keep the byte version?", "wait": true})
+	model := fakemodel.Start(t, fakemodel.Anthropic, append(ask, fakemodel.Turn{Text: "Done."})...)
+	a := p.claude(model, "Work on your crew task.")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(p.crew("task", "show", "t1", "--run", "r1"), "waiting") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task is not waiting:\n%s\n%s", p.crew("task", "show", "t1", "--run", "r1"), a.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	answer := "No: use a rune slice."
+	p.crew("respond", "t1", answer, "--run", "r1")
+	a.waitOutput(t, "Done.", time.Minute)
+	reqs := model.Main()
+	last := reqs[len(reqs)-1]
+	if !last.Shows(answer) {
+		t.Fatalf("the answer is not in the request after crew_ask:\n%s", last.Body)
+	}
+	t.Logf("%d main requests (ToolSearch first: %v)", len(reqs), fakemodel.First(reqs, "select:mcp__crew__crew_ask") >= 0)
+}
+
+// TestClaudeStreamJSONWoken: a claude -p --input-format stream-json
+// session whose turn ended, standard input still open, is woken by a
+// steer (the wait hook crew setup registers) and shown it.
+func TestClaudeStreamJSONWoken(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	model := fakemodel.Start(t, fakemodel.Anthropic, fakemodel.Turn{Text: "Waiting for work."}, fakemodel.Turn{Text: "Switched."})
+	stdin, w, err := os.Pipe() // a file: the agent's exit does not wait for a copy
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); stdin.Close() })
+	p.stdin = stdin
+	a := p.claude(model, "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Work on your crew task."}}`+"\n")
+	a.waitOutput(t, "Waiting for work.", time.Minute)
+	a.waitOutput(t, `"type":"result"`, time.Minute)
+	time.Sleep(500 * time.Millisecond) // idle
+	steer := "Switch to the rune-slice version."
+	p.crew("steer", "t1", steer, "--run", "r1")
+	sent := time.Now()
+	reqs := model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(steer) || reqs[1].Count(steer) != 1 {
+		t.Fatalf("the woken request does not show the steer once:\n%s", reqs[1].Body)
+	}
+	t.Logf("idle stream-json session: steer → next model request %v", reqs[1].At.Sub(sent).Round(time.Millisecond))
 }

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,7 @@ func fileExists(p string) bool {
 type project struct {
 	t         *testing.T
 	dir, home string
+	stdin     io.Reader // the next agent's standard input (none: /dev/null)
 }
 
 func newProject(t *testing.T) *project {
@@ -142,7 +144,7 @@ func (p *project) start(env []string, bin string, args ...string) *agentRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	a := &agentRun{done: make(chan error, 1), cancel: cancel}
 	a.cmd = exec.CommandContext(ctx, bin, args...)
-	a.cmd.Dir, a.cmd.Env = p.dir, env
+	a.cmd.Dir, a.cmd.Env, a.cmd.Stdin = p.dir, env, p.stdin
 	a.cmd.Stdout, a.cmd.Stderr = lockedWriter{a}, lockedWriter{a}
 	if err := a.cmd.Start(); err != nil {
 		p.t.Fatal(err)

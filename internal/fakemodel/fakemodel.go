@@ -33,7 +33,7 @@ const (
 // Turn is one model answer: a call of Tool with Input, or (Tool "")
 // Text that ends the turn. Pick, when set, chooses the tool and its
 // input from the names the request offers (the agent's own names for
-// its shell, or for crew's MCP tools).
+// its shell, or for crew's MCP tools); no tool and no Text is "Done.".
 type Turn struct {
 	Tool  string
 	Input map[string]any
@@ -186,7 +186,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if turn.Pick != nil {
-		turn.Tool, turn.Input = turn.Pick(req.Tools)
+		if turn.Tool, turn.Input = turn.Pick(req.Tools); turn.Tool == "" && turn.Text == "" {
+			turn.Text = "Done."
+		}
 	}
 	if turn.Input == nil {
 		turn.Input = map[string]any{}
