@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -177,4 +178,67 @@ func TestClaudeStreamJSONWoken(t *testing.T) {
 		t.Fatalf("the woken request does not show the steer once:\n%s", reqs[1].Body)
 	}
 	t.Logf("idle stream-json session: steer → next model request %v", reqs[1].At.Sub(sent).Round(time.Millisecond))
+}
+
+// TestClaudeLeader: a Claude Code leader (crew setup claude --as leader)
+// is shown a worker's question at its next tool result and answers it
+// with crew_respond, while the worker's crew ask --wait gets the answer;
+// idle, it is woken by the worker's next question.
+func TestClaudeLeader(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	answer := "Use a rune slice."
+	respond := mcpCall("crew_respond", map[string]any{"task": "t1", "body": answer})
+	turns := append([]fakemodel.Turn{bash("sleep 2")}, respond...)
+	model := fakemodel.Start(t, fakemodel.Anthropic, append(turns, fakemodel.Turn{Text: "Answered."}, fakemodel.Turn{Text: "Seen."})...)
+	stdin, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); stdin.Close() })
+	p.stdin = stdin
+	bin := agentBin(t, "claude")
+	p.crew("setup", "claude", "--project", p.dir, "--run", "r1", "--as", "leader")
+	p.write(p.home+"/.claude.json", `{"hasCompletedOnboarding": true, "projects": {"`+p.dir+`": {"hasTrustDialogAccepted": true}}}`)
+	env := p.env("ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=sk-ant-fake", "ANTHROPIC_MODEL=claude-sonnet-4-6")
+	a := p.start(env, bin, "-p", "--allowedTools", "Bash", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Lead the run."}}`+"\n")
+	reqs := model.WaitMain(t, 1, time.Minute)
+	if !reqs[0].Shows("leader") {
+		t.Fatalf("no leader's brief:\n%s", reqs[0].Body)
+	}
+	// The worker asks while the leader's tool call runs.
+	question := "Keep the byte version?"
+	ask := exec.Command(crewBin, "--dir", p.dir, "ask", question, "--run", "r1", "--task", "t1", "--wait", "--timeout", "2m")
+	var out strings.Builder
+	ask.Stdout, ask.Stderr = &out, &out
+	if err := ask.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ask.Wait() }()
+	reqs = model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(question) {
+		t.Fatalf("the worker's question is not in the leader's next request:\n%s", reqs[1].Body)
+	}
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), answer) {
+			t.Fatalf("crew ask --wait: %v: %s", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("crew ask --wait got no answer:\n%s", a.output())
+	}
+	a.waitOutput(t, "Answered.", time.Minute)
+	a.waitOutput(t, `"type":"result"`, time.Minute)
+	n := len(model.Main())
+	time.Sleep(500 * time.Millisecond) // idle
+	report := "Half the callers are migrated."
+	p.crew("report", report, "--run", "r1", "--task", "t1")
+	sent := time.Now()
+	reqs = model.WaitMain(t, n+1, time.Minute)
+	if !reqs[n].Shows(report) {
+		t.Fatalf("the idle leader was not woken with the worker's report:\n%s", reqs[n].Body)
+	}
+	t.Logf("idle leader: report → next model request %v", reqs[n].At.Sub(sent).Round(time.Millisecond))
 }
