@@ -242,3 +242,39 @@ func TestClaudeLeader(t *testing.T) {
 	}
 	t.Logf("idle leader: report → next model request %v", reqs[n].At.Sub(sent).Round(time.Millisecond))
 }
+
+// TestClaudeCompactBrief: after /compact, the brief comes back
+// (SessionStart with source compact) in the next request.
+func TestClaudeCompactBrief(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	// The compaction's request (it offers the tools too) takes the second
+	// turn: its summary.
+	model := fakemodel.Start(t, fakemodel.Anthropic, fakemodel.Turn{Text: "Waiting for work."}, fakemodel.Turn{Text: "<analysis>Nothing done yet.</analysis>\n<summary>The user asked to work on the task.</summary>"}, fakemodel.Turn{Text: "Going on."})
+	stdin, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); stdin.Close() })
+	p.stdin = stdin
+	a := p.claude(model, "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Work on your crew task."}}`+"\n")
+	a.waitOutput(t, "Waiting for work.", time.Minute)
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"/compact"}}`+"\n")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(a.output(), "compact_boundary") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction:\n%s", a.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Go on."}}`+"\n")
+	reqs := model.WaitMain(t, 3, time.Minute)
+	last := reqs[2]
+	if last.Shows("Waiting for work.") || !last.Shows("The user asked to work on the task.") {
+		t.Fatalf("the request after /compact still has the history before it:\n%s", last.Body)
+	}
+	if !last.Shows("You are a crew worker: run r1") {
+		t.Fatalf("the brief is not back after /compact:\n%s", last.Body)
+	}
+}
