@@ -12,7 +12,7 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
-	"github.com/crew-dev/crew/internal/agenthook"
+	"github.com/crew-dev/crew/internal/agentconfig"
 	"github.com/crew-dev/crew/mcpserver"
 	"github.com/crew-dev/crew/run"
 )
@@ -21,7 +21,7 @@ import (
 const (
 	// HooksPath begins the paths of agents' HTTP hooks:
 	// /hooks/AGENT/EVENT, such as /hooks/claude/PostToolUse
-	// (agenthook.Handler).
+	// (hookHandler).
 	HooksPath = "/hooks/"
 	// MCPPath is the MCP server's Streamable HTTP endpoint: the same
 	// tools and resources as crew mcp (mcpserver.New).
@@ -31,7 +31,7 @@ const (
 // MCP query parameters and headers: the identity an MCP session acts
 // with, fixed when the session starts (its initialize request). The
 // query parameters (run, task, as) come first, then the headers
-// (agenthook.HeaderRun, HeaderTask, HeaderAgent), as crew mcp's --run,
+// (agentconfig.HeaderRun, HeaderTask, HeaderAgent), as crew mcp's --run,
 // --task and --as come before CREW_*.
 func mcpIdentity(r *http.Request) app.Identity {
 	q := r.URL.Query()
@@ -41,7 +41,7 @@ func mcpIdentity(r *http.Request) app.Identity {
 		}
 		return r.Header.Get(header)
 	}
-	return app.Identity{Run: pick("run", agenthook.HeaderRun), Task: pick("task", agenthook.HeaderTask), As: pick("as", agenthook.HeaderAgent)}
+	return app.Identity{Run: pick("run", agentconfig.HeaderRun), Task: pick("task", agentconfig.HeaderTask), As: pick("as", agentconfig.HeaderAgent)}
 }
 
 // programs returns the handler of the paths programs call (HooksPath,
@@ -72,7 +72,7 @@ func (s *Server) programs(version string) http.Handler {
 		return m.Server
 	}, &mcp.StreamableHTTPOptions{})
 	mux := http.NewServeMux()
-	mux.Handle(HooksPath, agenthook.Handler{App: appFor})
+	mux.Handle(HooksPath, hookHandler{App: appFor})
 	mux.Handle(MCPPath, mcpHandler)
 	return s.guard.program(mux)
 }

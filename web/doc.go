@@ -34,7 +34,7 @@
 // everything shown is escaped by html/template for its context.
 //
 // Beside the pages, the server answers programs (api.go): agents' HTTP
-// hooks at HooksPath (internal/agenthook.Handler: the command hooks'
+// hooks at HooksPath (hookHandler, hooks.go: the command hooks'
 // translation and records) and crew's MCP tools over Streamable HTTP at
 // MCPPath (mcpserver.New, the go-sdk's StreamableHTTPHandler, one server
 // per identity, fixed when a session starts). They keep no cookie: the

@@ -101,11 +101,22 @@ const FailOpenSuffix = " || exit 1"
 // crew hook reads from CREW_RUN, CREW_TASK and CREW_AGENT.
 const TokenEnv = "CREW_TOKEN"
 
+// The headers that carry the identity of an HTTP hook or an MCP session
+// of crew serve (web): crew setup --http writes them with the agent's
+// CREW_RUN, CREW_TASK and CREW_AGENT (listed in the hook's
+// allowedEnvVars, so Claude Code fills them in). An empty or missing
+// header is app.App's default, as an unset variable is for crew hook.
+const (
+	HeaderRun   = "X-Crew-Run"
+	HeaderTask  = "X-Crew-Task"
+	HeaderAgent = "X-Crew-Agent"
+)
+
 // identityHeaders are the headers of crew serve's HTTP hooks and MCP
-// endpoint that carry the identity (internal/agenthook), each with its
+// endpoint that carry the identity, each with its
 // pin flag and its variable.
 var identityHeaders = []struct{ header, flag, env string }{
-	{"X-Crew-Run", "--run", "CREW_RUN"}, {"X-Crew-Task", "--task", "CREW_TASK"}, {"X-Crew-Agent", "--as", "CREW_AGENT"},
+	{HeaderRun, "--run", "CREW_RUN"}, {HeaderTask, "--task", "CREW_TASK"}, {HeaderAgent, "--as", "CREW_AGENT"},
 }
 
 // pinned returns the value pinned for flag, "" for none.

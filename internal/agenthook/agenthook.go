@@ -4,7 +4,9 @@
 // decides on (what to show, whether to block the stop) to the agent's
 // JSON answer. One translation for both doors an agent's hooks come in
 // by: crew hook AGENT EVENT, a command hook (cmd/crew), and crew serve's
-// HTTP hooks (Handler), so that both answer and record alike.
+// HTTP hooks (package web), so that both answer and record alike. It
+// links no HTTP server: the lite build (cmd/crew, -tags crew_lite) runs
+// crew hook without one.
 //
 // Claude Code's hooks reference: https://code.claude.com/docs/en/hooks
 // (also https://docs.anthropic.com/en/docs/claude-code/hooks); Gemini

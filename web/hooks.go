@@ -1,4 +1,4 @@
-package agenthook
+package web
 
 import (
 	"context"
@@ -12,22 +12,13 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/agentconfig"
+	"github.com/crew-dev/crew/internal/agenthook"
 )
 
-// The headers that carry an HTTP hook's identity: crew setup claude
-// --http writes them with the agent's CREW_RUN, CREW_TASK and CREW_AGENT
-// (listed in the hook's allowedEnvVars, so Claude Code fills them in).
-// An empty or missing header is app.App's default, as an unset
-// variable is for crew hook.
-const (
-	HeaderRun   = "X-Crew-Run"
-	HeaderTask  = "X-Crew-Task"
-	HeaderAgent = "X-Crew-Agent"
-)
-
-// Handler answers agents' HTTP hooks (Claude Code's hooks of type
+// hookHandler answers agents' HTTP hooks (Claude Code's hooks of type
 // "http"): POST .../AGENT/EVENT, the hook's JSON input as the body, the
-// identity in HeaderRun, HeaderTask and HeaderAgent. The answer is what
+// identity in agentconfig.HeaderRun, agentconfig.HeaderTask and agentconfig.HeaderAgent. The answer is what
 // crew hook AGENT EVENT prints (Answer): a 200 with the JSON object, or
 // a 200 with an empty body for nothing to show; the delivery is
 // recorded with events.ViaHTTPHook. A request crew cannot answer gets a
@@ -43,13 +34,13 @@ const (
 // is one the kernel took; a connection lost after that loses the
 // answer, which the agent's next brief, at a compaction or a resume,
 // lists again until the message is acknowledged.)
-type Handler struct {
+type hookHandler struct {
 	// App returns the App that answers for an identity (required).
 	App func(app.Identity) *app.App
 }
 
 // ServeHTTP implements http.Handler.
-func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h hookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	written, err := h.answer(w, r)
 	if err == nil || written {
 		return
@@ -70,7 +61,7 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer answers r; written says whether the answer reached w (an
 // error after it can no longer be told).
-func (h Handler) answer(w http.ResponseWriter, r *http.Request) (written bool, err error) {
+func (h hookHandler) answer(w http.ResponseWriter, r *http.Request) (written bool, err error) {
 	if r.Method != http.MethodPost {
 		return false, fmt.Errorf("a hook is a POST: %w", crew.ErrInvalid)
 	}
@@ -79,12 +70,12 @@ func (h Handler) answer(w http.ResponseWriter, r *http.Request) (written bool, e
 		return false, fmt.Errorf("a hook's path ends in AGENT/EVENT, such as /hooks/claude/PostToolUse: %w", crew.ErrInvalid)
 	}
 	name, event := parts[len(parts)-2], parts[len(parts)-1]
-	a, err := Find(name)
+	a, err := agenthook.Find(name)
 	if err != nil {
 		return false, fmt.Errorf("%v: %w", err, crew.ErrInvalid)
 	}
-	id := app.Identity{Run: r.Header.Get(HeaderRun), Task: r.Header.Get(HeaderTask), As: r.Header.Get(HeaderAgent)}
-	for _, v := range []struct{ kind, id, header string }{{"run", id.Run, HeaderRun}, {"task", id.Task, HeaderTask}, {"agent", id.As, HeaderAgent}} {
+	id := app.Identity{Run: r.Header.Get(agentconfig.HeaderRun), Task: r.Header.Get(agentconfig.HeaderTask), As: r.Header.Get(agentconfig.HeaderAgent)}
+	for _, v := range []struct{ kind, id, header string }{{"run", id.Run, agentconfig.HeaderRun}, {"task", id.Task, agentconfig.HeaderTask}, {"agent", id.As, agentconfig.HeaderAgent}} {
 		if v.id == "" {
 			continue
 		}
@@ -92,7 +83,7 @@ func (h Handler) answer(w http.ResponseWriter, r *http.Request) (written bool, e
 			return false, fmt.Errorf("header %s: %w", v.header, err)
 		}
 	}
-	in, err := ReadInput(r.Body)
+	in, err := agenthook.ReadInput(r.Body)
 	if err != nil {
 		return false, err
 	}
@@ -102,7 +93,7 @@ func (h Handler) answer(w http.ResponseWriter, r *http.Request) (written bool, e
 	}
 	req.Show = func(d *app.Delivery) error {
 		var body []byte
-		if out := Answer(event, d); out != nil {
+		if out := agenthook.Answer(event, d); out != nil {
 			if body, err = json.Marshal(out); err != nil {
 				return err
 			}
