@@ -221,6 +221,8 @@ func nextSteps(agent string, pin []string) string {
 		fmt.Fprintf(&b, "- start Claude Code in this project (claude, or claude -p --input-format stream-json with standard input kept open to be woken when idle); %s\n", identity)
 		b.WriteString("- a session started before this setup reads the hooks only once restarted; a finished claude -p is never woken\n")
 		b.WriteString("- a worker under crew spawn: crew spawn TASK --tmux SESSION -- claude (interactive), or claude -p --input-format stream-json with standard input kept open, so that the wait hook can wake it\n")
+		b.WriteString("- Claude Code applies the project's permission rule for crew's tools (mcp__crew__*) only in a trusted project: accept the trust dialog of an interactive claude once, or for a headless worker set projects[\"DIR\"].hasTrustDialogAccepted in ~/.claude.json; else each crew tool call asks for permission\n")
+		b.WriteString("- a claude -p turn ends 30 s late while the wait hook waits in the background (Claude Code then ends it): that is the wait hook, not a stuck worker\n")
 	case "gemini":
 		fmt.Fprintf(&b, "- start Gemini CLI in this project; %s\n", identity)
 		b.WriteString("- Gemini CLI reads a project's settings only in a trusted folder: trust it, or run a headless worker with GEMINI_CLI_TRUST_WORKSPACE=true\n")
