@@ -103,6 +103,9 @@ logfile=""
 	}
 	l.done = done
 	t.Cleanup(func() {
+		if e := l.ended(); e != "" && t.Failed() {
+			t.Log(e) // the failure may be LazyFS's, not crew's
+		}
 		l.kill()
 		l.unmount()
 		done.Close()
@@ -279,6 +282,17 @@ func (l *lazyFS) unmount() error {
 		return fmt.Errorf("unmount %s: %v, then %v", l.mnt, err, derr)
 	}
 	return fmt.Errorf("unmount %s: %v (detached instead)", l.mnt, err)
+}
+
+// ended is "" while LazyFS runs (or was never started), else a line
+// saying that it ended on its own, how, and the end of its output: for
+// a failed test, which may be LazyFS's failure, not crew's (crew's
+// processes then get ENOTCONN, "transport endpoint is not connected").
+func (l *lazyFS) ended() string {
+	if l.exited == nil || l.alive() {
+		return ""
+	}
+	return fmt.Sprintf("\nLazyFS had ended (%s)\n%s", l.cmd.ProcessState, l.logTail())
 }
 
 // logTail is the end of LazyFS's output, for error messages.
