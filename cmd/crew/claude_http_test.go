@@ -22,10 +22,16 @@ import (
 )
 
 // claudeBinary is the real Claude Code to test with: CREW_CLAUDE, else
-// the agents' cache (~/.cache/crew-agents), else claude on PATH.
+// the real agents' cache that .ci/run installs (CREW_AGENTS, else
+// ~/.cache/crew-agents), else claude on PATH.
 func claudeBinary(t *testing.T) string {
 	if p := os.Getenv("CREW_CLAUDE"); p != "" {
 		return p
+	}
+	if dir := os.Getenv("CREW_AGENTS"); dir != "" {
+		if p := filepath.Join(dir, "node_modules", ".bin", "claude"); fileExists(p) {
+			return p
+		}
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		if p := filepath.Join(home, ".cache", "crew-agents", "node_modules", ".bin", "claude"); fileExists(p) {

@@ -1,0 +1,280 @@
+package realagent
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crew-dev/crew/internal/fakemodel"
+)
+
+// claude starts claude -p in the project, set up by crew setup claude
+// for task t1, against model; the prompt is the first user message.
+func (p *project) claude(model *fakemodel.Server, args ...string) *agentRun {
+	p.t.Helper()
+	bin := agentBin(p.t, "claude")
+	p.crew("setup", "claude", "--project", p.dir, "--run", "r1", "--task", "t1")
+	// A user who ran Claude Code here once and trusted the project (its
+	// settings' permissions apply only then).
+	p.write(p.home+"/.claude.json", `{"hasCompletedOnboarding": true, "projects": {"`+p.dir+`": {"hasTrustDialogAccepted": true}}}`)
+	env := p.env("ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=sk-ant-fake", "ANTHROPIC_MODEL=claude-sonnet-4-6",
+		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5", "CLAUDE_CODE_SKIP_PROMPT_HISTORY=1")
+	return p.start(env, bin, append([]string{"-p", "--allowedTools", "Bash", "--debug-file", p.home + "/claude-debug.log"}, args...)...)
+}
+
+func bash(cmd string) fakemodel.Turn {
+	return fakemodel.Turn{Tool: "Bash", Input: map[string]any{"command": cmd, "description": "run " + cmd}}
+}
+
+// TestClaudeWorker: the brief in the first request; a steer sent during
+// a tool call in the very next request, also when the tool fails; a
+// follow-up blocks the first stop, and the second stop is allowed.
+func TestClaudeWorker(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	model := fakemodel.Start(t, fakemodel.Anthropic,
+		bash("sleep 2"), bash("sleep 2; exit 3"), fakemodel.Turn{Text: "Done."}, fakemodel.Turn{Text: "Done, and gofmt run."})
+	a := p.claude(model, "Work on your crew task.")
+	reqs := model.WaitMain(t, 1, time.Minute)
+	if !reqs[0].Shows("You are a crew worker: run r1") || !reqs[0].Shows("task t1") {
+		t.Fatalf("the first request has no brief:\n%s", reqs[0].Body)
+	}
+	steer := "Switch to the rune-slice version."
+	p.crew("steer", "t1", steer, "--run", "r1")
+	sent := time.Now()
+	reqs = model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(steer) {
+		t.Fatalf("the steer sent during the tool call is not in the next request:\n%s", reqs[1].Body)
+	}
+	t.Logf("steer → next model request: %v (the request came %v after the 2 s tool call's)", reqs[1].At.Sub(sent).Round(time.Millisecond), (reqs[1].At.Sub(reqs[0].At) - 2*time.Second).Round(time.Millisecond))
+	// During the failing tool call: a steer, shown with its failure, and
+	// a follow-up, which waits for the stop.
+	failing, follow := "Also keep the old tests.", "When done, run gofmt."
+	p.crew("steer", "t1", failing, "--run", "r1")
+	p.crew("follow-up", "t1", follow, "--run", "r1")
+	reqs = model.WaitMain(t, 3, time.Minute)
+	if !reqs[2].Shows(failing) || !reqs[2].Shows("Exit code 3") {
+		t.Fatalf("the steer sent during the failing tool call is not in the next request:\n%s", reqs[2].Body)
+	}
+	// The follow-up is shown once: at the stop it blocks, or (Claude Code
+	// 2.1.332) before, when the wait hook's wake of the steer runs the
+	// UserPromptSubmit hooks in the middle of the turn.
+	reqs = model.WaitMain(t, 4, time.Minute)
+	switch first := fakemodel.First(reqs, follow); {
+	case reqs[3].Count(follow) != 1 || first < 2:
+		t.Fatalf("the follow-up is not shown exactly once, at the failed tool's result or the blocked stop:\n%s", reqs[3].Body)
+	case first == 2:
+		t.Logf("the follow-up was shown at the failed tool's result, with the woken steer (UserPromptSubmit), not at the stop")
+	}
+	// claude -p prints its last answer when the turn ends (and lingers
+	// 30 s more for the wait hook it then kills: not waited for here).
+	a.waitOutput(t, "Done, and gofmt run.", time.Minute)
+	time.Sleep(200 * time.Millisecond)
+	if n := len(model.Main()); n != 4 {
+		t.Fatalf("%d main requests, want 4 (the second stop allowed)", n)
+	}
+	logHookTimings(t, p.home+"/claude-debug.log")
+}
+
+// hookTiming is a line of Claude Code's debug log timing a crew hook:
+// the event, crew hook's own event argument, and the milliseconds.
+var hookTiming = regexp.MustCompile(`Hooks: (\S+) \[\S*crew hook claude (\S+)[^\]]*\] (finished with status \d+|moved to the background) \((\d+)ms\)`)
+
+// logHookTimings logs Claude Code's own timing of each crew hook, from
+// its debug log (recorded for the README, not asserted).
+func logHookTimings(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("no debug log: %v", err)
+		return
+	}
+	var lines []string
+	for _, m := range hookTiming.FindAllStringSubmatch(string(b), -1) {
+		lines = append(lines, fmt.Sprintf("%s %s %s ms", m[1], m[2], m[4]))
+	}
+	t.Logf("Claude Code's timing of crew's hooks (debug log): %s", strings.Join(lines, "; "))
+}
+
+// mcpCall calls crew's MCP tool as Claude Code names it, loading it
+// first with ToolSearch when Claude Code defers it (then the call is the
+// second turn; else the second turn ends the turn).
+func mcpCall(tool string, input map[string]any) []fakemodel.Turn {
+	name := "mcp__crew__" + tool
+	called := false
+	return []fakemodel.Turn{
+		{Pick: func(tools []string) (string, map[string]any) {
+			if slices.Contains(tools, name) {
+				called = true
+				return name, input
+			}
+			return "ToolSearch", map[string]any{"query": "select:" + name, "max_results": 1}
+		}},
+		{Pick: func(tools []string) (string, map[string]any) {
+			if called {
+				return "", nil
+			}
+			return name, input
+		}},
+	}
+}
+
+// TestClaudeAsk: the model calls crew_ask over MCP with wait; crew
+// respond answers it, and the answer is the tool's result in the next
+// request.
+func TestClaudeAsk(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	ask := mcpCall("crew_ask", map[string]any{"question": "Keep the byte version?", "wait": true})
+	model := fakemodel.Start(t, fakemodel.Anthropic, append(ask, fakemodel.Turn{Text: "Done."})...)
+	a := p.claude(model, "Work on your crew task.")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(p.crew("task", "show", "t1", "--run", "r1"), "waiting") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task is not waiting:\n%s\n%s", p.crew("task", "show", "t1", "--run", "r1"), a.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	answer := "No: use a rune slice."
+	p.crew("respond", "t1", answer, "--run", "r1")
+	a.waitOutput(t, "Done.", time.Minute)
+	reqs := model.Main()
+	last := reqs[len(reqs)-1]
+	if !last.Shows(answer) {
+		t.Fatalf("the answer is not in the request after crew_ask:\n%s", last.Body)
+	}
+	t.Logf("%d main requests (ToolSearch first: %v)", len(reqs), fakemodel.First(reqs, "select:mcp__crew__crew_ask") >= 0)
+}
+
+// TestClaudeStreamJSONWoken: a claude -p --input-format stream-json
+// session whose turn ended, standard input still open, is woken by a
+// steer (the wait hook crew setup registers) and shown it.
+func TestClaudeStreamJSONWoken(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	model := fakemodel.Start(t, fakemodel.Anthropic, fakemodel.Turn{Text: "Waiting for work."}, fakemodel.Turn{Text: "Switched."})
+	stdin, w, err := os.Pipe() // a file: the agent's exit does not wait for a copy
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); stdin.Close() })
+	p.stdin = stdin
+	a := p.claude(model, "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Work on your crew task."}}`+"\n")
+	a.waitOutput(t, "Waiting for work.", time.Minute)
+	a.waitOutput(t, `"type":"result"`, time.Minute)
+	time.Sleep(500 * time.Millisecond) // idle
+	steer := "Switch to the rune-slice version."
+	p.crew("steer", "t1", steer, "--run", "r1")
+	sent := time.Now()
+	reqs := model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(steer) || reqs[1].Count(steer) != 1 {
+		t.Fatalf("the woken request does not show the steer once:\n%s", reqs[1].Body)
+	}
+	t.Logf("idle stream-json session: steer → next model request %v", reqs[1].At.Sub(sent).Round(time.Millisecond))
+}
+
+// TestClaudeLeader: a Claude Code leader (crew setup claude --as leader)
+// is shown a worker's question at its next tool result and answers it
+// with crew_respond, while the worker's crew ask --wait gets the answer;
+// idle, it is woken by the worker's next question.
+func TestClaudeLeader(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	answer := "Use a rune slice."
+	respond := mcpCall("crew_respond", map[string]any{"task": "t1", "body": answer})
+	turns := append([]fakemodel.Turn{bash("sleep 2")}, respond...)
+	model := fakemodel.Start(t, fakemodel.Anthropic, append(turns, fakemodel.Turn{Text: "Answered."}, fakemodel.Turn{Text: "Seen."})...)
+	stdin, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); stdin.Close() })
+	p.stdin = stdin
+	bin := agentBin(t, "claude")
+	p.crew("setup", "claude", "--project", p.dir, "--run", "r1", "--as", "leader")
+	p.write(p.home+"/.claude.json", `{"hasCompletedOnboarding": true, "projects": {"`+p.dir+`": {"hasTrustDialogAccepted": true}}}`)
+	env := p.env("ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=sk-ant-fake", "ANTHROPIC_MODEL=claude-sonnet-4-6")
+	a := p.start(env, bin, "-p", "--allowedTools", "Bash", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Lead the run."}}`+"\n")
+	reqs := model.WaitMain(t, 1, time.Minute)
+	if !reqs[0].Shows("leader") {
+		t.Fatalf("no leader's brief:\n%s", reqs[0].Body)
+	}
+	// The worker asks while the leader's tool call runs.
+	question := "Keep the byte version?"
+	ask := exec.Command(crewBin, "--dir", p.dir, "ask", question, "--run", "r1", "--task", "t1", "--wait", "--timeout", "2m")
+	var out strings.Builder
+	ask.Stdout, ask.Stderr = &out, &out
+	if err := ask.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ask.Wait() }()
+	reqs = model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(question) {
+		t.Fatalf("the worker's question is not in the leader's next request:\n%s", reqs[1].Body)
+	}
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), answer) {
+			t.Fatalf("crew ask --wait: %v: %s", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("crew ask --wait got no answer:\n%s", a.output())
+	}
+	a.waitOutput(t, "Answered.", time.Minute)
+	a.waitOutput(t, `"type":"result"`, time.Minute)
+	n := len(model.Main())
+	time.Sleep(500 * time.Millisecond) // idle
+	report := "Half the callers are migrated."
+	p.crew("report", report, "--run", "r1", "--task", "t1")
+	sent := time.Now()
+	reqs = model.WaitMain(t, n+1, time.Minute)
+	if !reqs[n].Shows(report) {
+		t.Fatalf("the idle leader was not woken with the worker's report:\n%s", reqs[n].Body)
+	}
+	t.Logf("idle leader: report → next model request %v", reqs[n].At.Sub(sent).Round(time.Millisecond))
+}
+
+// TestClaudeCompactBrief: after /compact, the brief comes back
+// (SessionStart with source compact) in the next request.
+func TestClaudeCompactBrief(t *testing.T) {
+	t.Parallel()
+	p := newProject(t)
+	// The compaction's request (it offers the tools too) takes the second
+	// turn: its summary.
+	model := fakemodel.Start(t, fakemodel.Anthropic, fakemodel.Turn{Text: "Waiting for work."}, fakemodel.Turn{Text: "<analysis>Nothing done yet.</analysis>\n<summary>The user asked to work on the task.</summary>"}, fakemodel.Turn{Text: "Going on."})
+	stdin, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); stdin.Close() })
+	p.stdin = stdin
+	a := p.claude(model, "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Work on your crew task."}}`+"\n")
+	a.waitOutput(t, "Waiting for work.", time.Minute)
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"/compact"}}`+"\n")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(a.output(), "compact_boundary") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction:\n%s", a.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	io.WriteString(w, `{"type":"user","message":{"role":"user","content":"Go on."}}`+"\n")
+	reqs := model.WaitMain(t, 3, time.Minute)
+	last := reqs[2]
+	if last.Shows("Waiting for work.") || !last.Shows("The user asked to work on the task.") {
+		t.Fatalf("the request after /compact still has the history before it:\n%s", last.Body)
+	}
+	if !last.Shows("You are a crew worker: run r1") {
+		t.Fatalf("the brief is not back after /compact:\n%s", last.Body)
+	}
+}
