@@ -6,26 +6,29 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/crew-dev/crew/internal/fakemodel"
 	"github.com/crew-dev/crew/web"
 )
 
 // claudeBinary is the real Claude Code to test with: CREW_CLAUDE, else
-// the agents' cache (~/.cache/crew-agents), else claude on PATH.
+// the real agents' cache that .ci/run installs (CREW_AGENTS, else
+// ~/.cache/crew-agents), else claude on PATH.
 func claudeBinary(t *testing.T) string {
 	if p := os.Getenv("CREW_CLAUDE"); p != "" {
 		return p
+	}
+	if dir := os.Getenv("CREW_AGENTS"); dir != "" {
+		if p := filepath.Join(dir, "node_modules", ".bin", "claude"); fileExists(p) {
+			return p
+		}
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		if p := filepath.Join(home, ".cache", "crew-agents", "node_modules", ".bin", "claude"); fileExists(p) {
@@ -41,82 +44,8 @@ func claudeBinary(t *testing.T) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// scriptedModel is an Anthropic Messages API that answers Claude Code's
-// main loop from a script: each call's turn is the number of tool
-// results so far; before answering, step(turn, request body) runs (the
-// test's actions between the agent's hooks); turns below tools get a
-// Bash tool call, then the text "done".
-type scriptedModel struct {
-	tools int
-	step  func(turn int, body string)
-	mu    sync.Mutex
-	seen  []string // the request bodies of the main loop, in order
-}
-
-func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	if !strings.HasSuffix(r.URL.Path, "/v1/messages") {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"input_tokens":10}`)
-		return
-	}
-	var req struct {
-		Model    string
-		Stream   bool
-		Tools    []json.RawMessage
-		Messages []struct {
-			Content json.RawMessage
-		}
-	}
-	json.Unmarshal(b, &req)
-	turn := strings.Count(string(b), `"type":"tool_result"`)
-	if len(req.Tools) > 0 {
-		m.mu.Lock()
-		m.seen = append(m.seen, string(b))
-		m.mu.Unlock()
-		if m.step != nil {
-			m.step(turn, string(b))
-		}
-	}
-	block := map[string]any{"type": "text", "text": "done"}
-	stop := "end_turn"
-	if len(req.Tools) > 0 && turn < m.tools {
-		block = map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", turn), "name": "Bash", "input": map[string]any{"command": fmt.Sprintf("echo step%d", turn), "description": "a step"}}
-		stop = "tool_use"
-	}
-	msg := map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": req.Model, "content": []any{block},
-		"stop_reason": stop, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 10, "output_tokens": 5}}
-	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(msg)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	send := func(event string, data any) {
-		d, _ := json.Marshal(data)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, d)
-	}
-	start := map[string]any{}
-	for k, v := range msg {
-		start[k] = v
-	}
-	start["content"], start["stop_reason"] = []any{}, nil
-	send("message_start", map[string]any{"type": "message_start", "message": start})
-	if block["type"] == "text" {
-		send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "done"}})
-	} else {
-		input, _ := json.Marshal(block["input"])
-		send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": block["id"], "name": "Bash", "input": map[string]any{}}})
-		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
-	}
-	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
-	send("message_stop", map[string]any{"type": "message_stop"})
-}
-
 // Claude Code's HTTP hooks, with the real claude binary against a
-// scripted model and a real crew serve, set up by crew setup claude
+// scripted model (internal/fakemodel) and a real crew serve, set up by crew setup claude
 // --http: a steer sent while crew serve is down is not lost by the
 // PostToolUse hook that found the server down, and reaches the model
 // through the next one, recorded as delivered by an HTTP hook. (The wait
@@ -157,28 +86,36 @@ func TestClaudeHTTPHooks(t *testing.T) {
 	f.must("setup", "claude", "--http", "http://"+addr, "--crew-path", bin)
 	dropWaitHooks(t, filepath.Join(f.dir, ".claude", "settings.json"))
 
+	// Each Bash turn's Pick runs when the model is asked for it: the
+	// first before the first tool call, the second after its PostToolUse
+	// hook.
+	const steer = "switch to the v2 API"
+	bashAfter := func(step func()) fakemodel.Turn {
+		return fakemodel.Turn{Pick: func([]string) (string, map[string]any) {
+			step()
+			return "Bash", map[string]any{"command": "echo step", "description": "a step"}
+		}}
+	}
 	var stepErr error
-	model := &scriptedModel{tools: 2, step: func(turn int, body string) {
-		switch turn {
-		case 0: // before the first tool call: the leader steers, crew serve goes down
-			f.must("steer", "t1", "switch to the v2 API")
+	model := fakemodel.Start(t, fakemodel.Anthropic,
+		bashAfter(func() { // the leader steers, crew serve goes down
+			f.must("steer", "t1", steer)
 			server.Process.Kill()
 			server.Wait()
-		case 1: // the PostToolUse hook found no server: nothing delivered; crew serve is back
-			if out := f.must("inbox", "--task", "t1", "--peek", "--json"); !strings.Contains(out, `"status":"pending"`) || strings.Contains(body, "switch to the v2 API") {
-				stepErr = fmt.Errorf("after a hook to a stopped crew serve: %s; want the steer pending and not shown", out)
+		}),
+		bashAfter(func() { // the PostToolUse hook found no server: nothing delivered; crew serve is back
+			if out := f.must("inbox", "--task", "t1", "--peek", "--json"); !strings.Contains(out, `"status":"pending"`) {
+				stepErr = fmt.Errorf("after a hook to a stopped crew serve: %s; want the steer pending", out)
 			}
 			server = serve()
-		}
-	}}
-	api := httptest.NewServer(model)
-	defer api.Close()
+		}),
+		fakemodel.Turn{Text: "done"})
 	home := t.TempDir()
 	os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"hasCompletedOnboarding":true,"projects":{`+mustJSONString(f.dir)+`:{"hasTrustDialogAccepted":true}}}`), 0o600)
 	cmd := exec.CommandContext(ctx, claude, "-p", "do the task", "--output-format", "json", "--allowedTools", "Bash")
 	cmd.Dir = f.dir
 	cmd.Env = append(append([]string{}, f.env...), "HOME="+home, "CREW_TOKEN="+token, "CREW_TASK=t1",
-		"ANTHROPIC_BASE_URL="+api.URL, "ANTHROPIC_API_KEY=sk-ant-test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+		"ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=sk-ant-test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("claude: %v\n%s", err, out)
@@ -186,11 +123,9 @@ func TestClaudeHTTPHooks(t *testing.T) {
 	if stepErr != nil {
 		t.Fatal(stepErr)
 	}
-	model.mu.Lock()
-	seen := model.seen
-	model.mu.Unlock()
-	if len(seen) < 3 || !strings.Contains(seen[2], "switch to the v2 API") {
-		t.Fatalf("the model's third call (after the second tool) does not carry the steer: %d calls\n%s", len(seen), out)
+	seen := model.Main()
+	if len(seen) < 3 || seen[1].Shows(steer) || !seen[2].Shows(steer) {
+		t.Fatalf("the model's calls: %d; want the steer not in the second (its hook found crew serve down) and in the third\n%s", len(seen), out)
 	}
 	inbox := f.must("inbox", "--task", "t1", "--peek", "--json")
 	if !strings.Contains(inbox, `"deliveredVia":"http-hook:tool-result"`) {

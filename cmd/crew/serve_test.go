@@ -59,7 +59,8 @@ func startServe(t *testing.T, l *e2eLeader, extra ...string) *served {
 }
 
 // The official MCP conformance suite, server mode, against crew serve's
-// /mcp at the URL crew serve prints, as given: every scenario but those
+// /mcp at the URL crew serve prints, as given: every server scenario of
+// the suite, the pending ones too (--suite all), but those
 // of the expected-failures file (the suite's own fixture tools) passes.
 // CREW_MCP_CONFORMANCE is the suite's conformance command, with a Node
 // ≥ 22 beside it (.ci/run installs both).
@@ -78,7 +79,7 @@ func TestMCPConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, suite, "server", "--url", s.MCP, "--expected-failures", baseline, "-o", t.TempDir())
+	cmd := exec.CommandContext(ctx, suite, "server", "--suite", "all", "--url", s.MCP, "--expected-failures", baseline, "-o", t.TempDir())
 	// The suite's node: node@22 installs it beside conformance.
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(suite)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
