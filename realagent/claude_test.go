@@ -38,36 +38,15 @@ func bash(cmd string) fakemodel.Turn {
 func TestClaudeWorker(t *testing.T) {
 	t.Parallel()
 	p := newProject(t)
-	model := fakemodel.Start(t, fakemodel.Anthropic,
-		bash("sleep 2"), bash("sleep 2; exit 3"), fakemodel.Turn{Text: "Done."}, fakemodel.Turn{Text: "Done, and gofmt run."})
+	model := fakemodel.Start(t, fakemodel.Anthropic, workerTurns(bash)...)
 	a := p.claude(model, "Work on your crew task.")
-	reqs := model.WaitMain(t, 1, time.Minute)
-	if !reqs[0].Shows("You are a crew worker: run r1") || !reqs[0].Shows("task t1") {
-		t.Fatalf("the first request has no brief:\n%s", reqs[0].Body)
-	}
-	steer := "Switch to the rune-slice version."
-	p.crew("steer", "t1", steer, "--run", "r1")
-	sent := time.Now()
-	reqs = model.WaitMain(t, 2, time.Minute)
-	if !reqs[1].Shows(steer) {
-		t.Fatalf("the steer sent during the tool call is not in the next request:\n%s", reqs[1].Body)
-	}
-	t.Logf("steer → next model request: %v (the request came %v after the 2 s tool call's)", reqs[1].At.Sub(sent).Round(time.Millisecond), (reqs[1].At.Sub(reqs[0].At) - 2*time.Second).Round(time.Millisecond))
-	// During the failing tool call: a steer, shown with its failure, and
-	// a follow-up, which waits for the stop.
-	failing, follow := "Also keep the old tests.", "When done, run gofmt."
-	p.crew("steer", "t1", failing, "--run", "r1")
-	p.crew("follow-up", "t1", follow, "--run", "r1")
-	reqs = model.WaitMain(t, 3, time.Minute)
-	if !reqs[2].Shows(failing) || !reqs[2].Shows("Exit code 3") {
-		t.Fatalf("the steer sent during the failing tool call is not in the next request:\n%s", reqs[2].Body)
-	}
+	reqs := steerDuringTools(t, p, model, "Exit code 3", "task t1")
 	// The follow-up is shown once: at the stop it blocks, or (Claude Code
 	// 2.1.332) before, when the wait hook's wake of the steer runs the
 	// UserPromptSubmit hooks in the middle of the turn.
 	reqs = model.WaitMain(t, 4, time.Minute)
-	switch first := fakemodel.First(reqs, follow); {
-	case reqs[3].Count(follow) != 1 || first < 2:
+	switch first := fakemodel.First(reqs, followText); {
+	case reqs[3].Count(followText) != 1 || first < 2:
 		t.Fatalf("the follow-up is not shown exactly once, at the failed tool's result or the blocked stop:\n%s", reqs[3].Body)
 	case first == 2:
 		t.Logf("the follow-up was shown at the failed tool's result, with the woken steer (UserPromptSubmit), not at the stop")

@@ -2,7 +2,6 @@ package realagent
 
 import (
 	"testing"
-	"time"
 
 	"github.com/crew-dev/crew/internal/fakemodel"
 )
@@ -31,37 +30,7 @@ func geminiShell(cmd string) fakemodel.Turn {
 func TestGeminiWorker(t *testing.T) {
 	t.Parallel()
 	p := newProject(t)
-	model := fakemodel.Start(t, fakemodel.Gemini,
-		geminiShell("sleep 2"), geminiShell("sleep 2; exit 3"), fakemodel.Turn{Text: "Done."}, fakemodel.Turn{Text: "Done, and gofmt run."})
+	model := fakemodel.Start(t, fakemodel.Gemini, workerTurns(geminiShell)...)
 	a := p.gemini(model, "Work on your crew task.")
-	reqs := model.WaitMain(t, 1, time.Minute)
-	if !reqs[0].Shows("You are a crew worker: run r1") {
-		t.Fatalf("the first request has no brief:\n%s", reqs[0].Body)
-	}
-	steer := "Switch to the rune-slice version."
-	p.crew("steer", "t1", steer, "--run", "r1")
-	sent := time.Now()
-	reqs = model.WaitMain(t, 2, time.Minute)
-	if !reqs[1].Shows(steer) {
-		t.Fatalf("the steer sent during the tool call is not in the next request:\n%s", reqs[1].Body)
-	}
-	t.Logf("steer → next model request: %v (the request came %v after the 2 s tool call's)", reqs[1].At.Sub(sent).Round(time.Millisecond), (reqs[1].At.Sub(reqs[0].At) - 2*time.Second).Round(time.Millisecond))
-	failing, follow := "Also keep the old tests.", "When done, run gofmt."
-	p.crew("steer", "t1", failing, "--run", "r1")
-	p.crew("follow-up", "t1", follow, "--run", "r1")
-	reqs = model.WaitMain(t, 3, time.Minute)
-	if !reqs[2].Shows(failing) {
-		t.Fatalf("the steer sent during the failing command is not in the next request:\n%s", reqs[2].Body)
-	}
-	if reqs[2].Shows(follow) {
-		t.Fatal("the follow-up was shown at a tool result")
-	}
-	reqs = model.WaitMain(t, 4, time.Minute)
-	if reqs[3].Count(follow) != 1 {
-		t.Fatalf("the follow-up did not hold the finish:\n%s", reqs[3].Body)
-	}
-	a.wait(t, time.Minute)
-	if n := len(model.Main()); n != 4 {
-		t.Fatalf("%d main requests, want 4 (the second finish allowed)", n)
-	}
+	followUpHoldsStop(t, model, a, steerDuringTools(t, p, model, ""))
 }

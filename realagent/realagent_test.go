@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/crew-dev/crew/internal/fakemodel"
 )
 
 // crewBin is the crew built for the tests (TestMain).
@@ -200,4 +202,71 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 	w.a.mu.Lock()
 	defer w.a.mu.Unlock()
 	return w.a.out.Write(b)
+}
+
+// The worker scenario, the same for every agent: the model calls a
+// shell tool for 2 s, then again with a command that fails, then answers
+// (and answers again once a follow-up held its stop). The texts are the
+// leader's.
+const (
+	briefLine   = "You are a crew worker: run r1"
+	steerText   = "Switch to the rune-slice version."
+	failingText = "Also keep the old tests."
+	followText  = "When done, run gofmt."
+)
+
+// workerTurns is the worker scenario's script, shell being the agent's
+// shell tool call.
+func workerTurns(shell func(cmd string) fakemodel.Turn) []fakemodel.Turn {
+	return []fakemodel.Turn{shell("sleep 2"), shell("sleep 2; exit 3"), {Text: "Done."}, {Text: "Done, and gofmt run."}}
+}
+
+// steerDuringTools plays the worker scenario up to the failed command's
+// result: the first request must show the brief (and each of brief),
+// the request after the first command the steer sent during it, and the
+// one after the failing command the steer sent during that one (and
+// failed, what the agent shows of the failure, when not ""). A
+// follow-up is sent beside the second steer. It returns the three
+// requests.
+func steerDuringTools(t *testing.T, p *project, model *fakemodel.Server, failed string, brief ...string) []fakemodel.Request {
+	t.Helper()
+	reqs := model.WaitMain(t, 1, time.Minute)
+	for _, s := range append([]string{briefLine}, brief...) {
+		if !reqs[0].Shows(s) {
+			t.Fatalf("the first request has no brief (%q):\n%s", s, reqs[0].Body)
+		}
+	}
+	p.crew("steer", "t1", steerText, "--run", "r1")
+	sent := time.Now()
+	reqs = model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(steerText) {
+		t.Fatalf("the steer sent during the tool call is not in the next request:\n%s", reqs[1].Body)
+	}
+	t.Logf("steer → next model request: %v (the request came %v after the 2 s tool call's)", reqs[1].At.Sub(sent).Round(time.Millisecond), (reqs[1].At.Sub(reqs[0].At) - 2*time.Second).Round(time.Millisecond))
+	p.crew("steer", "t1", failingText, "--run", "r1")
+	p.crew("follow-up", "t1", followText, "--run", "r1")
+	reqs = model.WaitMain(t, 3, time.Minute)
+	if !reqs[2].Shows(failingText) || (failed != "" && !reqs[2].Shows(failed)) {
+		t.Fatalf("the steer sent during the failing tool call is not in the next request:\n%s", reqs[2].Body)
+	}
+	return reqs
+}
+
+// followUpHoldsStop ends the worker scenario of an agent whose follow-up
+// waits for its stop: not shown at the failed command's result, shown
+// once in the fourth request (the stop it held), and no request after
+// it (the second stop allowed) once the agent a has exited.
+func followUpHoldsStop(t *testing.T, model *fakemodel.Server, a *agentRun, reqs []fakemodel.Request) {
+	t.Helper()
+	if reqs[2].Shows(followText) {
+		t.Fatal("the follow-up was shown at a tool result")
+	}
+	reqs = model.WaitMain(t, 4, time.Minute)
+	if reqs[3].Count(followText) != 1 {
+		t.Fatalf("the follow-up did not hold the stop:\n%s", reqs[3].Body)
+	}
+	a.wait(t, time.Minute)
+	if n := len(model.Main()); n != 4 {
+		t.Fatalf("%d main requests, want 4 (the second stop allowed)", n)
+	}
 }
