@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +58,9 @@ type lazyFS struct {
 	fifo      string   // fault commands
 	done      *os.File // fault completions, held open for reading
 	cmd       *exec.Cmd
-	exited    chan struct{} // closed when the LazyFS process has ended
+	exited    chan struct{}          // closed when the LazyFS process has ended
+	killed    bool                   // this test killed it (kill), since its mount
+	hang      atomic.Pointer[string] // why it was found hung (hung), since its mount
 }
 
 // newLazyFS prepares a LazyFS file system in a new temporary directory,
@@ -127,7 +130,8 @@ func (l *lazyFS) mount() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start LazyFS: %w", err)
 	}
-	l.cmd, l.exited = cmd, make(chan struct{})
+	l.cmd, l.exited, l.killed = cmd, make(chan struct{}), false
+	l.hang.Store(nil)
 	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(l.exited)
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		// Mounted, and its fault worker reads the FIFO (it starts once
@@ -194,6 +198,8 @@ func (l *lazyFS) clearCache() error {
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
+			why := fmt.Sprintf("no answer to lazyfs::clear-cache in 30 s (%v)", err)
+			l.hang.Store(&why)
 			return fmt.Errorf("waiting for LazyFS to clear its cache: %w\n%s", err, l.logTail())
 		}
 		if strings.TrimSpace(line) == "finished::clear-cache" {
@@ -231,6 +237,8 @@ func (l *lazyFS) usage() (int, error) {
 			return int(math.Ceil(pct)), nil
 		}
 	}
+	why := "no answer to lazyfs::display-cache-usage"
+	l.hang.Store(&why)
 	return 0, fmt.Errorf("LazyFS did not say how full its cache is\n%s", l.logTail())
 }
 
@@ -260,8 +268,36 @@ func (l *lazyFS) kill() {
 	if l.cmd == nil || l.cmd.Process == nil {
 		return
 	}
+	l.killed = true
 	l.cmd.Process.Signal(syscall.SIGKILL)
 	<-l.exited
+}
+
+// hung records that LazyFS stopped answering (why), and kills it: the
+// kernel then fails its pending requests (ENOTCONN), so that the crew
+// processes stuck in them (state D, request_wait_answer) can end. Seen
+// under load: LazyFS's threads all waiting on its own locks, crew's on
+// an openat, a linkat and a stat of the mount. Safe from any goroutine
+// while the test goroutine does not mount or kill.
+func (l *lazyFS) hung(why string) {
+	l.hang.Store(&why)
+	if l.cmd != nil && l.cmd.Process != nil {
+		l.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// failedOnItsOwn says how LazyFS failed on its own since it was mounted,
+// "" if it did not: it hung (hung), or it ended without this test
+// killing it. For a lane that then ends: the failure is LazyFS's, not
+// crew's. Called on the test goroutine.
+func (l *lazyFS) failedOnItsOwn() string {
+	if why := l.hang.Load(); why != nil {
+		return "it hung: " + *why
+	}
+	if l.exited == nil || l.alive() || l.killed {
+		return ""
+	}
+	return fmt.Sprintf("it ended on its own (%s)", l.cmd.ProcessState)
 }
 
 // unmount unmounts the (dead) file system. Processes still using it make

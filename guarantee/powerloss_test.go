@@ -254,7 +254,7 @@ const plRun = "r1"
 
 // plLane is one state root on one LazyFS, cut over and over.
 type plLane struct {
-	t     *testing.T
+	t     *plT
 	id    int
 	fs    *lazyFS
 	bin   string // the crew binary (plBuild)
@@ -283,7 +283,8 @@ type plLane struct {
 
 // runLane makes n cuts on a new LazyFS and returns what it counted.
 func runLane(t *testing.T, lazyfs, bin string, id, n int) *plStats {
-	l := &plLane{t: t, id: id, bin: bin, fs: newLazyFS(t, lazyfs, lazyfsCacheMB), stats: newStats(),
+	fs := newLazyFS(t, lazyfs, lazyfsCacheMB)
+	l := &plLane{t: &plT{T: t, fs: fs}, id: id, bin: bin, fs: fs, stats: newStats(),
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(id)))}
 	if err := l.fs.mount(); err != nil {
 		t.Fatal(err)
@@ -353,6 +354,31 @@ type plResult struct {
 	timedOut       bool // killed after the timeout: stuck
 }
 
+// plFSHang is how long a crew process killed for its timeout may take to
+// end before LazyFS is taken to have hung: a killed process ends at once
+// unless it waits in the kernel for an answer of the FUSE daemon.
+const plFSHang = 20 * time.Second
+
+// plT is a lane's *testing.T. A lane that would fail after LazyFS failed
+// on its own (it hung, or ended without being killed:
+// lazyFS.failedOnItsOwn) ends skipped instead, saying so and what it
+// would have reported: LazyFS is the test's power switch, and a fault of
+// its own is not crew's. The cuts done before count (TestPowerLoss's
+// totals), and the other lanes go on.
+type plT struct {
+	*testing.T
+	fs *lazyFS
+}
+
+// Fatalf is testing.T's, or the skip above.
+func (t *plT) Fatalf(format string, args ...any) {
+	t.Helper()
+	if why := t.fs.failedOnItsOwn(); why != "" {
+		t.Skipf("LazyFS failed on its own, not crew: %s\n%s\nthis lane ends here; it would have reported: %s", why, t.fs.logTail(), fmt.Sprintf(format, args...))
+	}
+	t.T.Fatalf(format, args...)
+}
+
 // crew runs one crew process in the lane's root, registered so that a cut
 // can freeze and kill it; none starts once a cut has begun. With a
 // timeout, a process still running then is killed and reported as stuck.
@@ -379,7 +405,22 @@ func (l *plLane) crew(timeout time.Duration, args ...string) plResult {
 	}
 	l.procs[cmd] = true
 	l.mu.Unlock()
+	exited := make(chan struct{})
+	if timeout > 0 {
+		go func() {
+			select {
+			case <-exited:
+			case <-ctx.Done(): // killed (exec.CommandContext)
+				select {
+				case <-exited:
+				case <-time.After(plFSHang):
+					l.fs.hung(fmt.Sprintf("crew %s, killed after %v, had not ended %v later", strings.Join(args, " "), timeout, plFSHang))
+				}
+			}
+		}()
+	}
 	err := cmd.Wait()
+	close(exited)
 	l.mu.Lock()
 	delete(l.procs, cmd)
 	res := plResult{stdout: stdout.String(), stderr: stderr.String(), ran: true, afterCut: l.stopped, timedOut: ctx.Err() != nil}
@@ -1126,7 +1167,7 @@ func (l *plLane) checkRebuild() {
 	if err := os.CopyFS(cp, os.DirFS(l.dir)); err != nil {
 		t.Fatal(err)
 	}
-	orig := plProjections(t, cp)
+	orig := plProjections(t.T, cp)
 	rd := runDir(cp, plRun)
 	for _, p := range []string{filepath.Join(rd, "tasks.json"), filepath.Join(rd, "mailbox")} {
 		if err := os.RemoveAll(p); err != nil {
@@ -1141,7 +1182,7 @@ func (l *plLane) checkRebuild() {
 		}
 	}
 	crew(t, cp, "repair", plRun)
-	rebuilt := plProjections(t, cp)
+	rebuilt := plProjections(t.T, cp)
 	for name, data := range orig {
 		if r, ok := rebuilt[name]; !ok {
 			t.Errorf("rebuild: %s is not in the rebuilt projections", name)
