@@ -1,6 +1,6 @@
 // Package realagent runs the real Claude Code, Codex and Gemini CLI
 // against crew: each agent, installed by .ci/run (pinned npm versions)
-// into the directory CREW_AGENTS names (its bin/ or node_modules/.bin/
+// into the directory CREW_AGENTS names (default ~/.cache/crew-agents; its bin/ or node_modules/.bin/
 // holds claude, codex and gemini), is pointed at a scripted fake of its
 // vendor's model API (internal/fakemodel) and set up with crew setup,
 // and the tests assert what the model was shown, request by request.
@@ -50,7 +50,13 @@ func agentBin(t *testing.T, name string) string {
 	t.Helper()
 	root := os.Getenv("CREW_AGENTS")
 	if root == "" {
-		t.Skipf("CREW_AGENTS is not set: .ci/run installs the real agents (npm) and sets it; no %s to run", name)
+		// Where .ci/run installs them, for a run outside it.
+		if home, err := os.UserHomeDir(); err == nil && fileExists(filepath.Join(home, ".cache", "crew-agents", "node_modules", ".bin", name)) {
+			root = filepath.Join(home, ".cache", "crew-agents")
+		}
+	}
+	if root == "" {
+		t.Skipf("CREW_AGENTS is not set and ~/.cache/crew-agents has no %s: .ci/run installs the real agents (npm) and sets it", name)
 	}
 	for _, dir := range []string{filepath.Join(root, "node_modules", ".bin"), filepath.Join(root, "bin"), root} {
 		if p := filepath.Join(dir, name); fileExists(p) {
