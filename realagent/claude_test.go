@@ -40,11 +40,11 @@ func TestClaudeWorker(t *testing.T) {
 	p := newProject(t)
 	model := fakemodel.Start(t, fakemodel.Anthropic, workerTurns(bash)...)
 	a := p.claude(model, "Work on your crew task.")
-	reqs := steerDuringTools(t, p, model, "Exit code 3", "task t1")
+	steerDuringTools(t, p, model, "Exit code 3", "task t1")
 	// The follow-up is shown once: at the stop it blocks, or (Claude Code
 	// 2.1.332) before, when the wait hook's wake of the steer runs the
 	// UserPromptSubmit hooks in the middle of the turn.
-	reqs = model.WaitMain(t, 4, time.Minute)
+	reqs := model.WaitMain(t, 4, time.Minute)
 	switch first := fakemodel.First(reqs, followText); {
 	case reqs[3].Count(followText) != 1 || first < 2:
 		t.Fatalf("the follow-up is not shown exactly once, at the failed tool's result or the blocked stop:\n%s", reqs[3].Body)
