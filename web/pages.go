@@ -255,14 +255,8 @@ type thread struct {
 // threadPage shows a task and its thread. It streams the run's log once
 // (report.Load for one task).
 func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
-	rn, err := s.open(r.PathValue("run"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	id := r.PathValue("task")
-	if err := crew.ValidateID("task", id); err != nil {
-		s.fail(w, r, err)
+	rn, id, ok := s.openTask(w, r)
+	if !ok {
 		return
 	}
 	rep, err := report.Load(rn, report.Options{Task: id})

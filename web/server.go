@@ -162,6 +162,22 @@ func (s *Server) open(id string) (*run.Run, error) {
 	return s.app.Run(id)
 }
 
+// openTask opens the run and checks the task id of a request to a
+// task's path (/runs/{run}/tasks/{task}/...): the run and the task id,
+// or an error, told to the client (fail), and ok false.
+func (s *Server) openTask(w http.ResponseWriter, r *http.Request) (rn *run.Run, id string, ok bool) {
+	rn, err := s.open(r.PathValue("run"))
+	if err == nil {
+		id = r.PathValue("task")
+		err = crew.ValidateID("task", id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, "", false
+	}
+	return rn, id, true
+}
+
 // actorFor is the name an action in r is recorded with.
 func (s *Server) actorFor(r *run.Run) string {
 	if s.actor != "" {

@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
 	"github.com/crew-dev/crew/supervise"
@@ -43,14 +42,8 @@ type logPart struct {
 // on another machine) it sends a "nolog" event saying so, and looks
 // again.
 func (s *Server) workerLog(w http.ResponseWriter, r *http.Request) {
-	rn, err := s.open(r.PathValue("run"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	id := r.PathValue("task")
-	if err := crew.ValidateID("task", id); err != nil {
-		s.fail(w, r, err)
+	rn, id, ok := s.openTask(w, r)
+	if !ok {
 		return
 	}
 	st, err := rn.TaskState()
