@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/agenthook"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/agentconfig"
-	"github.com/crew-dev/crew/internal/agenthook"
 )
 
 // hookHandler answers agents' HTTP hooks (Claude Code's hooks of type

@@ -13,10 +13,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/crew-dev/crew"
+	"github.com/crew-dev/crew/agenthook"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/agentconfig"
-	"github.com/crew-dev/crew/internal/agenthook"
 	"github.com/crew-dev/crew/internal/human"
 )
 

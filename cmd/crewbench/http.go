@@ -2,7 +2,7 @@ package main
 
 // hook_http_ms and mcp_http_steer_ratio: crew serve answering an agent's
 // HTTP hooks and MCP over Streamable HTTP, from one resident process
-// (internal/agenthook, web's /hooks/ and /mcp), beside hook_idle_ms's
+// (agenthook, web's /hooks/ and /mcp), beside hook_idle_ms's
 // process per hook.
 
 import (
