@@ -3,13 +3,17 @@ package guarantee
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,4 +166,61 @@ func manyWaiters(t *testing.T, r *run.Run, dir string, env []string, n int) {
 		}
 	}
 	ws = nil
+}
+
+// TestCrashedWaiterFIFOTidied: a crew ask --wait process killed with
+// SIGKILL leaves its wake-up FIFO under wake/<task>/ (it could not remove
+// its name). No poke has to come for it to go: the next waiter for the
+// same task removes it, and so does crew repair, which says so.
+func TestCrashedWaiterFIFOTidied(t *testing.T) {
+	dir := newRun(t, "r", "t1")
+	env := []string{"CREW_RUN=r", "CREW_TASK=t1"}
+	if res := runCrewIn(t, dir, nil, env, "task", "start", "t1"); res.Code != 0 {
+		t.Fatalf("task start: %+v", res)
+	}
+	wake := filepath.Join(runDir(dir, "r"), "wake", "t1")
+	// kill starts cmd, waits until it has a name under wake/t1/ that
+	// was not there before, kills it and returns the name.
+	kill := func(args ...string) string {
+		t.Helper()
+		before, _ := os.ReadDir(wake)
+		cmd := exec.Command(crewBin, args...)
+		cmd.Dir, cmd.Env = dir, crewEnv(env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		defer cmd.Process.Kill()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			ents, _ := os.ReadDir(wake)
+			for _, e := range ents {
+				if !slices.ContainsFunc(before, func(b os.DirEntry) bool { return b.Name() == e.Name() }) {
+					cmd.Process.Signal(syscall.SIGKILL)
+					cmd.Wait()
+					return filepath.Join(wake, e.Name())
+				}
+			}
+		}
+		t.Fatalf("crew %v made no wake-up FIFO under %s", args, wake)
+		return ""
+	}
+	stale := kill("ask", "--wait", "the first question")
+	if _, err := os.Lstat(stale); err != nil {
+		t.Fatalf("the killed waiter's FIFO is gone before anyone tidied: %v", err)
+	}
+	// The next waiter for t1 (the same question, awaited again) tidies it.
+	other := kill("inbox", "--follow")
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the next waiter for t1 left the killed waiter's FIFO %s (%v)", stale, err)
+	}
+	// crew repair tidies what the last killed waiter left.
+	var rep struct {
+		WakeRemoved int `json:"wakeRemoved"`
+	}
+	if err := json.Unmarshal([]byte(crew(t, dir, "repair", "r", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(other); !os.IsNotExist(err) || rep.WakeRemoved != 1 {
+		t.Fatalf("crew repair: wakeRemoved %d, FIFO %s still there: %v", rep.WakeRemoved, other, err)
+	}
 }

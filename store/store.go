@@ -178,6 +178,7 @@ type RepairReport struct {
 	TornBytes   int64    `json:"tornBytes,omitempty"`   // bytes of an unterminated last line moved aside
 	Rebuilt     bool     `json:"rebuilt"`               // projections rebuilt from the log
 	TempRemoved int      `json:"tempRemoved,omitempty"` // temporary files left by killed writers, removed
+	WakeRemoved int      `json:"wakeRemoved,omitempty"` // wake-up FIFOs left by killed waiters (file store), removed
 	// CopiesRemoved counts the mail-tree copies of messages the log no
 	// longer holds (quarantined), removed from the tree.
 	CopiesRemoved int   `json:"copiesRemoved,omitempty"`

@@ -66,7 +66,7 @@ type repairLine struct {
 // temporary file, streaming, so memory does not grow with the log.
 func (l *Log) repair(ctx context.Context) (*store.RepairReport, error) {
 	defer l.dropCache()
-	rep := &store.RepairReport{Run: l.manifest.ID, TempRemoved: l.removeTemps()}
+	rep := &store.RepairReport{Run: l.manifest.ID, TempRemoved: l.removeTemps(), WakeRemoved: l.removeStaleWakes()}
 	if l.badManifest != nil {
 		if err := l.rewriteManifest(rep); err != nil {
 			return nil, err

@@ -13,3 +13,5 @@ func (l *Log) watchFIFO([]string) (store.Waiter, error) {
 }
 
 func (l *Log) poke(string) {}
+
+func (l *Log) removeStaleWakes() int { return 0 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,7 +37,10 @@ import (
 //
 // The names appear after their FIFO is open, so a writer that finds a
 // name finds a reader; a FIFO without one (its waiter was killed) refuses
-// to open (ENXIO), and the writer that meets it removes it.
+// to open (ENXIO), and the writer that meets it removes it. So do the
+// next waiter for the same participant (in the directories it links
+// into) and crew repair (in all of wake/): a killed waiter's names do
+// not wait for a poke to go.
 //
 // Why no waiter misses its event: the waiter's names are in place before
 // Watch returns, and its owner reads the log after that; a writer pokes
@@ -110,6 +114,7 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 			w.Close()
 			return nil, err
 		}
+		tidyWake(pd)
 		link := filepath.Join(pd, name)
 		if err := os.Link(tmp, link); err != nil {
 			w.Close()
@@ -207,6 +212,60 @@ func (w *fifoWaiter) Close() error {
 		os.Remove(n)
 	}
 	return w.f.Close()
+}
+
+// tidyWake removes from the participant directory dir the FIFOs no
+// process reads any more, left by waiters killed before they could
+// remove their names: a FIFO without a reader refuses to open for
+// writing (ENXIO). A name appears only once its FIFO is open (see
+// above), so one that refuses is stale; a FIFO still being made, under
+// a hidden name, is left alone unless the process in its name is gone.
+// It returns how many it removed.
+func tidyWake(dir string) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if e.Type() != fs.ModeNamedPipe {
+			continue
+		}
+		if hidden, ok := strings.CutPrefix(name, ".tmp-"); ok {
+			pid, _, _ := strings.Cut(hidden, "-")
+			if k, err := strconv.Atoi(pid); err != nil || unix.Kill(k, 0) != unix.ESRCH {
+				continue // its maker may still be at work
+			}
+		} else if strings.HasPrefix(name, ".") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd) // a live waiter: nothing written, nothing to wake
+			continue
+		}
+		if errors.Is(err, unix.ENXIO) && os.Remove(p) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// removeStaleWakes is repair's tidying of wake/: tidyWake in the
+// directory itself (hidden FIFOs of waiters killed while linking) and
+// in each participant's. It returns how many FIFOs it removed.
+func (l *Log) removeStaleWakes() int {
+	dir := l.WakeDir()
+	n := tidyWake(dir)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			n += tidyWake(filepath.Join(dir, e.Name()))
+		}
+	}
+	return n
 }
 
 // poke writes a byte, without blocking, to each FIFO in
