@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -138,17 +139,19 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if err != nil {
 		return nil, err
 	}
+	var view *state.State
 	ev, err := r.commit(ctx, func(st *state.State) (*events.Event, error) {
 		if err := taskTaken(st, id, r.ID()); err != nil {
 			return nil, err
 		}
+		view = taskView(st, id)
 		return &events.Event{Type: events.TaskCreated, Task: id, Actor: actor, To: string(task.Pending), Data: data}, nil
 	})
 	if err != nil {
 		undo() // a mailbox made for a task that does not exist
 		return nil, err
 	}
-	return r.taskAfter(ev)
+	return taskAfter(view, ev)
 }
 
 // Mailboxes are shared across runs (docs/concepts.md, Reserved names), so
@@ -219,12 +222,29 @@ func taskTaken(st *state.State, id, run string) error {
 	return nil
 }
 
-func (r *Run) taskAfter(ev *events.Event) (*state.Task, error) {
-	st, err := r.TaskState()
-	if err != nil {
+// taskView is a state that holds only st's task id (a copy; none when st
+// has none), for taskAfter: what a commit's validation saw of the task.
+func taskView(st *state.State, id string) *state.State {
+	v := state.NewTasks()
+	v.Run, v.Leader, v.Seq, v.Offset = st.Run, st.Leader, st.Seq, st.Offset
+	if t := st.Tasks[id]; t != nil {
+		c := *t
+		c.Workers = slices.Clone(t.Workers)
+		v.Tasks[id] = &c
+	}
+	return v
+}
+
+// taskAfter is the task ev's commit left: ev applied to view, the task as
+// the commit's validation saw it (taskView). It is the operation's own
+// result, as of its event, and costs no read of the run: reading the
+// run's state again here cost a decode of the whole snapshot, which grows
+// with the number of tasks.
+func taskAfter(view *state.State, ev *events.Event) (*state.Task, error) {
+	if _, err := view.Apply(ev); err != nil {
 		return nil, err
 	}
-	t := st.Tasks[ev.Task]
+	t := view.Tasks[ev.Task]
 	if t == nil {
 		return nil, fmt.Errorf("task %s vanished: %w", ev.Task, crew.ErrNotFound)
 	}
@@ -262,7 +282,10 @@ func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reas
 	if !utf8.ValidString(reason) {
 		return nil, fmt.Errorf("reason is not valid UTF-8: %w", crew.ErrInvalid)
 	}
-	var noticeID string
+	var (
+		noticeID string
+		after    *state.State // the task as validated (taskView)
+	)
 	if op == task.Fail {
 		var err error
 		if noticeID, err = newNoticeID(); err != nil {
@@ -287,12 +310,13 @@ func (r *Run) transition(ctx context.Context, id string, op task.Op, actor, reas
 		if op == task.Fail {
 			ev.Message = failureNotice(noticeID, st, t, reason) // the leader is told (notice.go)
 		}
+		after = taskView(st, t.ID)
 		return ev, nil
 	}})
 	if err != nil {
 		return nil, err
 	}
-	return r.taskAfter(ev)
+	return taskAfter(after, ev)
 }
 
 // SendOptions are the parts of a message its sender chooses.
