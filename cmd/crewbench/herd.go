@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,17 @@ type HerdFigures struct {
 	TaskListMs    map[string]float64 `json:"task_list_ms,omitempty"` // crew task list of a run of N tasks, by N
 	RunList1kMs   float64            `json:"run_list_1k_runs_ms"`
 	TaskList10kMs float64            `json:"task_list_10k_ms"`
+
+	// A run of N tasks, each started by its own agent (N mail
+	// directories), 10 of them with a report open: by N, and at 1,000.
+	TaskAddMs     map[string]float64 `json:"task_add_ms,omitempty"` // crew task add (whole process)
+	PendingMs     map[string]float64 `json:"pending_ms,omitempty"`  // crew pending for the leader (10 open)
+	SteerMs       map[string]float64 `json:"steer_ms,omitempty"`    // crew steer: a commit delivering to one of N mail dirs
+	BoardMs       map[string]float64 `json:"board_ms,omitempty"`    // GET the dashboard's board (crew serve, in process)
+	TaskAdd1kMs   float64            `json:"task_add_1k_ms"`
+	Pending1kMs   float64            `json:"pending_1k_ms"`
+	Steer1kDirsMs float64            `json:"steer_1k_dirs_ms"`
+	Board1kMs     float64            `json:"board_1k_ms"`
 }
 
 // herdSamples is how many responds are timed, with and without waiters.
@@ -394,6 +406,9 @@ func listCurves(tmp string, c config, f *HerdFigures) ([]row, error) {
 		f.TaskListMs[strconv.Itoa(n)] = ms
 	}
 	f.RunList1kMs, f.TaskList10kMs = f.RunListMs["1000"], f.TaskListMs["10000"]
+	if err := runCurves(tmp, c, f); err != nil {
+		return nil, err
+	}
 	curve := func(m map[string]float64, ns ...string) string {
 		var s []string
 		for _, n := range ns {
@@ -404,14 +419,86 @@ func listCurves(tmp string, c config, f *HerdFigures) ([]row, error) {
 	return []row{
 		{"run_list_1k_runs_ms", "`crew run list` over 1,000 runs (whole process, median of 5)", f1(f.RunList1kMs), "flat", curve(f.RunListMs, "10", "100", "1000")},
 		{"task_list_10k_ms", "`crew task list` of a run of 10,000 tasks (whole process, median of 5)", f1(f.TaskList10kMs), "flat", curve(f.TaskListMs, "10", "100", "1000", "10000")},
+		{"task_add_1k_ms", "`crew task add` in a run of 1,000 tasks (whole process, median of 5)", f1(f.TaskAdd1kMs), "flat", curve(f.TaskAddMs, "10", "100", "1000")},
+		{"pending_1k_ms", "`crew pending` for the leader of 1,000 tasks, 10 reports open (whole process, median of 5)", f1(f.Pending1kMs), "flat", curve(f.PendingMs, "10", "100", "1000")},
+		{"steer_1k_dirs_ms", "`crew steer`, a commit delivering a copy, in a run of 1,000 agents' mail directories (whole process, median of 5)", f1(f.Steer1kDirsMs), "flat", curve(f.SteerMs, "10", "100", "1000")},
+		{"board_1k_ms", "GET the dashboard's board of a run of 1,000 tasks (crew serve, median of 5)", f1(f.Board1kMs), "flat", curve(f.BoardMs, "10", "100", "1000")},
 	}, nil
+}
+
+// runCurves times, in a run of 10, 100 and 1,000 started tasks (each its
+// own agent, so as many mail directories) with 10 reports open: crew task
+// add, crew pending for the leader, crew steer (a commit that delivers a
+// copy) and the dashboard's board.
+func runCurves(tmp string, c config, f *HerdFigures) error {
+	f.TaskAddMs, f.PendingMs, f.SteerMs, f.BoardMs = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, n := range []int{10, 100, 1000} {
+		step("crew task add, pending, steer and the board in a run of %d tasks", n)
+		d := filepath.Join(tmp, fmt.Sprintf("curve%d", n))
+		id := fmt.Sprintf("c%d", n)
+		r, err := newRun(d, id)
+		if err != nil {
+			return err
+		}
+		ids := taskIDs("w%04d", n)
+		if err := addTasks(r, ids); err != nil {
+			return err
+		}
+		for _, t := range ids[:10] {
+			if _, err := r.Send(context.Background(), run.SendOptions{Kind: events.KindReport, Task: t, From: t, Body: "report of " + t}); err != nil {
+				return err
+			}
+		}
+		r.Sync()
+		env := crewEnv(filepath.Join(d, ".crew"), id)
+		k := strconv.Itoa(n)
+		if f.TaskAddMs[k], err = medianProcessEach(c, env, func(i int) []string { return []string{"task", "add", fmt.Sprintf("added%d", i)} }); err != nil {
+			return err
+		}
+		if f.PendingMs[k], err = medianProcess(c, env, "pending"); err != nil {
+			return err
+		}
+		if f.SteerMs[k], err = medianProcessEach(c, env, func(i int) []string { return []string{"steer", ids[n-1-i], "steered"} }); err != nil {
+			return err
+		}
+		base, _, client, stop, err := serveRun(r)
+		if err != nil {
+			return err
+		}
+		f.BoardMs[k], err = median3(5, func() (float64, error) {
+			start := time.Now()
+			resp, err := client.Get(base + "/runs/" + id + "/")
+			if err != nil {
+				return 0, err
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("GET the board: %s", resp.Status)
+			}
+			return float64(time.Since(start).Microseconds()) / 1000, err
+		})
+		stop()
+		if err != nil {
+			return err
+		}
+	}
+	f.TaskAdd1kMs, f.Pending1kMs, f.Steer1kDirsMs, f.Board1kMs = f.TaskAddMs["1000"], f.PendingMs["1000"], f.SteerMs["1000"], f.BoardMs["1000"]
+	return nil
 }
 
 // medianProcess runs crew with args five times and returns the median
 // wall time in milliseconds; its output is thrown away.
 func medianProcess(c config, env []string, args ...string) (float64, error) {
+	return medianProcessEach(c, env, func(int) []string { return args })
+}
+
+// medianProcessEach is medianProcess with the arguments of each of the
+// five runs given by args(i).
+func medianProcessEach(c config, env []string, args func(i int) []string) (float64, error) {
 	var ms []float64
-	for range 5 {
+	for i := range 5 {
+		args := args(i)
 		cmd, stderr := command(c.crew, env, args...)
 		cmd.Stdout = io.Discard
 		t := time.Now()
