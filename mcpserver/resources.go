@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/store"
 )
 
 // The resources: what is open for the worker and for the leader, read
@@ -168,4 +171,73 @@ func (w *watch) changed(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Follow calls Changed each time the run's log grows with an event that
+// concerns the server's resources (run.Run.Watch with the leader, whose
+// pending list every server lists, and the server's task: the store's
+// wake-up, state.Concerns), so that subscribers hear of a change as it
+// is committed, and also every rescan besides: a safety net for a
+// change no event of theirs wakes for (the leader's own acknowledgement
+// of a report, which state.Concerns leaves out), and the time after
+// which a server that acts in the latest run looks for it again (a run
+// created since). The run is the server's (Options.App's identity),
+// else the latest; until there is one it is looked for every rescan.
+// Failures go to report (nil: dropped). It returns when ctx ends.
+func (s *Server) Follow(ctx context.Context, rescan time.Duration, report func(error)) {
+	say := func(err error) {
+		if err != nil && ctx.Err() == nil && report != nil {
+			report(err)
+		}
+	}
+	participants := []string{run.Leader}
+	if s.task != "" {
+		participants = append(participants, s.task)
+	}
+	for ctx.Err() == nil {
+		var w store.Waiter
+		if r, err := s.app.Run(""); err == nil {
+			w = r.Watch(participants...) // before reading: nothing appended in between is missed
+		}
+		say(s.Changed(ctx))
+		s.follow(ctx, w, rescan, say)
+		if w != nil {
+			w.Close()
+		}
+	}
+}
+
+// follow calls Changed at each wake-up of w and every rescan, until ctx
+// ends, w fails, or (when there is no w, or the server acts in the latest
+// run) a rescan comes: then the run is to be looked for again.
+func (s *Server) follow(ctx context.Context, w store.Waiter, rescan time.Duration, say func(error)) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, rescan)
+		var err error
+		if w != nil {
+			err = w.Wait(wctx)
+		} else {
+			<-wctx.Done()
+			err = wctx.Err()
+		}
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			say(s.Changed(ctx))
+		case errors.Is(err, context.DeadlineExceeded):
+			if w == nil || s.app.Identity.Run == "" {
+				return // Follow reads again after the run is looked for
+			}
+			say(s.Changed(ctx))
+		default:
+			say(fmt.Errorf("watch the run: %w", err))
+			select { // a watch that fails at once is not tried again in a loop
+			case <-ctx.Done():
+			case <-time.After(rescan):
+			}
+			return
+		}
+	}
 }
