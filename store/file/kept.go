@@ -22,8 +22,9 @@ import (
 // than the kept offset, and the line that ends at the kept offset still
 // holding the kept seq (as a snapshot is checked, matchesLog). A log
 // replaced by crew repair, cut, or rewritten by hand fails one of these,
-// and the state is read again from a snapshot. A state that met damage is
-// not kept: it is read again each time, and says so each time.
+// and the state is read again from a snapshot; so it is when much was
+// appended since (snapshotCheaper). A state that met damage is not kept:
+// it is read again each time, and says so each time.
 //
 // A process that asks for a kind of state once (a crew command) keeps
 // nothing: a state is kept from the second State call of its kind on, so
@@ -82,11 +83,11 @@ func (l *Log) keptState(empty *state.State) (*state.State, error) {
 		if sameVersion(c.fi, fi) {
 			return c.st.Copy(), nil
 		}
-		if os.SameFile(c.fi, fi) && fi.Size() >= c.st.Offset && l.readOn(c.st, fi) {
+		if os.SameFile(c.fi, fi) && fi.Size() >= c.st.Offset && !l.snapshotCheaper(empty, fi.Size()-c.st.Offset) && l.readOn(c.st, fi) {
 			c.fi = fi
 			return c.st.Copy(), nil
 		}
-		c.st = nil // not the log it was read from: read it again, and keep that
+		c.st = nil // not the log it was read from (or far behind it): read it again, and keep that
 	}
 	st, err := l.readState(empty)
 	if err != nil || len(st.Damage) > 0 {
@@ -106,6 +107,29 @@ func (l *Log) keptState(empty *state.State) (*state.State, error) {
 	}
 	c.st, c.fi = st.Copy(), fi
 	return st, nil
+}
+
+// readOnMax is how many bytes appended since a kept state it reads on
+// (readOn) rather than start from a snapshot, which is at most some 128
+// events behind the log (snapshotEvery), whatever the size of that
+// snapshot; above it, the snapshot when it is the smaller read.
+const readOnMax = 64 << 10
+
+// snapshotCheaper reports whether reading the snapshot a state of
+// empty's kind starts from (tasks.json, or open.jsonl) costs less than
+// replaying the gap bytes appended since a kept state: a process that
+// reads seldom while others append much (crew serve's reaping, once a
+// second) would otherwise replay all they appended.
+func (l *Log) snapshotCheaper(empty *state.State, gap int64) bool {
+	if gap <= readOnMax {
+		return false
+	}
+	name := "tasks.json"
+	if empty.Open != nil {
+		name = "open.jsonl"
+	}
+	fi, err := os.Stat(l.path(name))
+	return err == nil && fi.Size() < gap
 }
 
 // readOn brings st, a state read from events.jsonl up to st.Offset, up to
