@@ -173,6 +173,10 @@ func (w *watch) changed(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// DefaultRescan is how often Follow reads the subscribed resources when
+// no wake-up came.
+const DefaultRescan = time.Second
+
 // Follow calls Changed each time the run's log grows with an event that
 // concerns the server's resources (run.Run.Watch with the leader, whose
 // pending list every server lists, and the server's task: the store's
@@ -183,12 +187,23 @@ func (w *watch) changed(ctx context.Context) error {
 // which a server that acts in the latest run looks for it again (a run
 // created since). The run is the server's (Options.App's identity),
 // else the latest; until there is one it is looked for every rescan.
-// Failures go to report (nil: dropped). It returns when ctx ends.
+// Failures go to report (nil: dropped), each once until a read succeeds
+// or another failure comes. It returns when ctx ends.
+// rescan <= 0 is DefaultRescan.
 func (s *Server) Follow(ctx context.Context, rescan time.Duration, report func(error)) {
+	if rescan <= 0 {
+		rescan = DefaultRescan
+	}
+	last := "" // each failure is said once, until a read succeeds or another fails
 	say := func(err error) {
-		if err != nil && ctx.Err() == nil && report != nil {
+		text := ""
+		if err != nil {
+			text = err.Error()
+		}
+		if text != last && err != nil && ctx.Err() == nil && report != nil {
 			report(err)
 		}
+		last = text
 	}
 	participants := []string{run.Leader}
 	if s.task != "" {

@@ -145,7 +145,7 @@ func (s *Server) Supervise(ctx context.Context, period time.Duration, report fun
 	wait:
 		for {
 			for _, m := range s.newMCPServers() {
-				followers.Go(func() { m.Follow(ctx, period, onceEach(report)) })
+				followers.Go(func() { m.Follow(ctx, period, report) })
 			}
 			select {
 			case <-ctx.Done():
@@ -165,20 +165,6 @@ func (s *Server) newMCPServers() []*mcpserver.Server {
 	m := s.mcpNew
 	s.mcpNew = nil
 	return m
-}
-
-// onceEach returns report (nil: dropped) passed each failure once, not
-// again until a different one comes.
-func onceEach(report func(error)) func(error) {
-	last := ""
-	return func(err error) {
-		if text := errText(err); text != last {
-			last = text
-			if err != nil && report != nil {
-				report(err)
-			}
-		}
-	}
 }
 
 // ServeHTTP implements http.Handler.
