@@ -12,7 +12,6 @@ import (
 
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/store"
 )
 
@@ -66,6 +65,9 @@ type watch struct {
 
 	mu   sync.Mutex
 	subs map[string]*subscription
+	// resub is closed (and replaced) when a resource gains its first
+	// subscriber or loses its last: Follow then watches anew.
+	resub chan struct{}
 }
 
 type subscription struct {
@@ -74,7 +76,7 @@ type subscription struct {
 }
 
 func newWatch(o Options) *watch {
-	w := &watch{byURI: map[string]resource{}, subs: map[string]*subscription{}}
+	w := &watch{byURI: map[string]resource{}, subs: map[string]*subscription{}, resub: make(chan struct{})}
 	for _, r := range resources(o) {
 		w.byURI[r.res.URI] = r
 	}
@@ -127,6 +129,7 @@ func (w *watch) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		return nil
 	}
 	w.subs[r.res.URI] = &subscription{clients: 1, last: text}
+	w.resubscribed()
 	return nil
 }
 
@@ -136,9 +139,40 @@ func (w *watch) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) erro
 	if sub := w.subs[req.Params.URI]; sub != nil {
 		if sub.clients--; sub.clients <= 0 {
 			delete(w.subs, req.Params.URI)
+			w.resubscribed()
 		}
 	}
 	return nil
+}
+
+// resubscribed tells Follow that the subscribed resources changed. The
+// caller holds w.mu.
+func (w *watch) resubscribed() {
+	close(w.resub)
+	w.resub = make(chan struct{})
+}
+
+// changes returns a channel closed when the subscribed resources next
+// change.
+func (w *watch) changes() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resub
+}
+
+// wanted says whether Follow should watch the run for the resources
+// subscribed to, and for whom (run.Run.Watch's participants): the whole
+// run for crew://pending, task alone for crew://inbox, nothing else.
+func (w *watch) wanted(task string) (watch bool, participants []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.subs[PendingURI] != nil:
+		return true, nil
+	case w.subs[InboxURI] != nil && task != "":
+		return true, []string{task}
+	}
+	return false, nil
 }
 
 // changed re-reads every subscribed resource and notifies its
@@ -178,18 +212,18 @@ func (w *watch) changed(ctx context.Context) error {
 const DefaultRescan = time.Second
 
 // Follow calls Changed each time the run's log grows with an event that
-// concerns the server's resources (run.Run.Watch with the leader, whose
-// pending list every server lists, and the server's task: the store's
-// wake-up, state.Concerns), so that subscribers hear of a change as it
-// is committed, and also every rescan besides: a safety net for a
-// change no event of theirs wakes for (the leader's own acknowledgement
-// of a report, which state.Concerns leaves out), and the time after
-// which a server that acts in the latest run looks for it again (a run
-// created since). The run is the server's (Options.App's identity),
-// else the latest; until there is one it is looked for every rescan.
-// Failures go to report (nil: dropped), each once until a read succeeds
-// or another failure comes. It returns when ctx ends.
-// rescan <= 0 is DefaultRescan.
+// may change a subscribed resource, so that subscribers hear of a change
+// as it is committed (the store's wake-up: run.Run.Watch), and also every
+// rescan besides, a safety net. What it watches follows what is
+// subscribed: nothing while nothing is; the server's task alone
+// (state.Concerns) while only its crew://inbox is; the whole run while
+// crew://pending is, which also changes with what state.Concerns does not
+// wake the leader for (its own acknowledgement of a report). The run is
+// the server's (Options.App's identity), else the latest, looked for
+// again every rescan (a run created since); until there is one, every
+// rescan. rescan <= 0 is DefaultRescan. Failures go to report (nil:
+// dropped), each once until a read succeeds or another failure comes. It
+// returns when ctx ends.
 func (s *Server) Follow(ctx context.Context, rescan time.Duration, report func(error)) {
 	if rescan <= 0 {
 		rescan = DefaultRescan
@@ -205,14 +239,12 @@ func (s *Server) Follow(ctx context.Context, rescan time.Duration, report func(e
 		}
 		last = text
 	}
-	participants := []string{run.Leader}
-	if s.task != "" {
-		participants = append(participants, s.task)
-	}
 	for ctx.Err() == nil {
 		var w store.Waiter
-		if r, err := s.app.Run(""); err == nil {
-			w = r.Watch(participants...) // before reading: nothing appended in between is missed
+		if watching, participants := s.watch.wanted(s.task); watching {
+			if r, err := s.app.Run(""); err == nil {
+				w = r.Watch(participants...) // before reading: nothing appended in between is missed
+			}
 		}
 		say(s.Changed(ctx))
 		s.follow(ctx, w, rescan, say)
@@ -223,11 +255,22 @@ func (s *Server) Follow(ctx context.Context, rescan time.Duration, report func(e
 }
 
 // follow calls Changed at each wake-up of w and every rescan, until ctx
-// ends, w fails, or (when there is no w, or the server acts in the latest
-// run) a rescan comes: then the run is to be looked for again.
+// ends, w fails, the subscriptions change, or (when there is no w, or
+// the server acts in the latest run) a rescan comes: then Follow watches
+// anew.
 func (s *Server) follow(ctx context.Context, w store.Waiter, rescan time.Duration, say func(error)) {
+	subs := s.watch.changes()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-subs:
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, rescan)
+		wctx, stop := context.WithTimeout(fctx, rescan)
 		var err error
 		if w != nil {
 			err = w.Wait(wctx)
@@ -235,21 +278,21 @@ func (s *Server) follow(ctx context.Context, w store.Waiter, rescan time.Duratio
 			<-wctx.Done()
 			err = wctx.Err()
 		}
-		cancel()
+		stop()
 		switch {
-		case ctx.Err() != nil:
-			return
+		case fctx.Err() != nil:
+			return // ctx ended, or the subscriptions changed
 		case err == nil:
 			say(s.Changed(ctx))
 		case errors.Is(err, context.DeadlineExceeded):
 			if w == nil || s.app.Identity.Run == "" {
-				return // Follow reads again after the run is looked for
+				return
 			}
 			say(s.Changed(ctx))
 		default:
 			say(fmt.Errorf("watch the run: %w", err))
 			select { // a watch that fails at once is not tried again in a loop
-			case <-ctx.Done():
+			case <-fctx.Done():
 			case <-time.After(rescan):
 			}
 			return

@@ -197,9 +197,10 @@ func TestMCPOverHTTP(t *testing.T) {
 // MCP resource notifications over HTTP come from the run's wake-up as
 // events are committed, not from Supervise's period (an hour here): a
 // steer to a subscribed inbox, by another process or by a tool call of
-// another session, and a question to the leader for a subscribed pending
-// list, are each heard of within seconds; a session subscribed to
-// another task's inbox hears nothing of them.
+// another session, a report to the leader and the leader's own
+// acknowledgement of it for a subscribed pending list, are each heard of
+// within seconds; a session subscribed to another task's inbox hears
+// nothing of them.
 func TestMCPNotificationsFollowTheLog(t *testing.T) {
 	dir := t.TempDir()
 	_, err := run.Init(dir, crew.PrivatePerm)
@@ -229,6 +230,9 @@ func TestMCPNotificationsFollowTheLog(t *testing.T) {
 	must(t, s1.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://inbox"}))
 	must(t, s2.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://inbox"}))
 	must(t, lead.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://pending"}))
+	// Within 0.7 s: less than the first rescan of a store.Waiter that is
+	// not poked (a second), which would otherwise hide a watch that the
+	// change does not wake.
 	expect := func(want note, what string) {
 		t.Helper()
 		select {
@@ -236,8 +240,8 @@ func TestMCPNotificationsFollowTheLog(t *testing.T) {
 			if got != want {
 				t.Fatalf("after %s: %s heard of %s; want %s of %s", what, got.who, got.uri, want.who, want.uri)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("after %s: no resources/updated for %s within 5 s (the safety rescan is an hour away)", what, want.who)
+		case <-time.After(700 * time.Millisecond):
+			t.Fatalf("after %s: no resources/updated for %s within 0.7 s (Supervise's rescan is an hour away)", what, want.who)
 		}
 	}
 
@@ -252,9 +256,11 @@ func TestMCPNotificationsFollowTheLog(t *testing.T) {
 	}
 	expect(note{"t1", "crew://inbox"}, "a steer to t1 through the leader's session")
 
-	_, err = o.Send(ctx, run.SendOptions{Kind: events.KindReport, Task: "t2", From: "t2", Body: "a report"})
+	rep, err := o.Send(ctx, run.SendOptions{Kind: events.KindReport, Task: "t2", From: "t2", Body: "a report"})
 	must(t, err)
 	expect(note{"leader", "crew://pending"}, "t2's report to the leader")
+	must(t, o.Acknowledge(ctx, run.Leader, []string{rep.ID}, false, ""))
+	expect(note{"leader", "crew://pending"}, "the leader's acknowledgement of the report")
 	select {
 	case got := <-updated:
 		t.Fatalf("%s heard of %s, which did not change", got.who, got.uri)
