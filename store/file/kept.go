@@ -30,13 +30,16 @@ import (
 // nothing: a state is kept from the second State call of its kind on, so
 // that a short-lived process pays no copy for it.
 type keeper struct {
-	mu   sync.Mutex
+	mu   sync.Mutex            // guards kept, not what it holds
 	kept map[string]*keptState // by keptKey
 }
 
 // A keptState is one kept state and the log it was read from; st is nil
-// while its kind has been asked for only once.
+// while its kind has been asked for only once, and after it was found
+// not to match the log or to hold damage. Its lock is held while it is
+// read, so that readers of other kinds do not wait.
 type keptState struct {
+	mu sync.Mutex
 	st *state.State
 	fi os.FileInfo // events.jsonl, stated before st was read up to st.Offset
 }
@@ -69,17 +72,18 @@ func (k *keeper) drop() {
 // one it was read from, and otherwise (or the first times) readState's.
 // One stat(2) when nothing was appended; otherwise also the new bytes.
 func (l *Log) keptState(empty *state.State) (*state.State, error) {
-	key := keptKey(empty)
-	k := &l.keep
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	c, first := l.keep.entry(keptKey(empty))
+	if first {
+		return l.readState(empty) // a crew command may ask no more
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	fi, err := os.Stat(l.EventsPath())
 	if err != nil {
-		delete(k.kept, key)
+		c.st = nil
 		return l.readState(empty)
 	}
-	c := k.kept[key]
-	if c != nil && c.st != nil {
+	if c.st != nil {
 		if sameVersion(c.fi, fi) {
 			return c.st.Copy(), nil
 		}
@@ -91,22 +95,26 @@ func (l *Log) keptState(empty *state.State) (*state.State, error) {
 	}
 	st, err := l.readState(empty)
 	if err != nil || len(st.Damage) > 0 {
-		delete(k.kept, key)
-		return st, err
-	}
-	if c == nil {
-		// Asked for the first time: a crew command may ask no more.
-		if len(k.kept) >= maxKept {
-			k.kept = nil
-		}
-		if k.kept == nil {
-			k.kept = map[string]*keptState{}
-		}
-		k.kept[key] = &keptState{}
-		return st, nil
+		return st, err // not kept
 	}
 	c.st, c.fi = st.Copy(), fi
 	return st, nil
+}
+
+// entry returns the kept state of kind key, made when first is set: its
+// kind is asked for the first time.
+func (k *keeper) entry(key string) (c *keptState, first bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.kept[key]; c != nil {
+		return c, false
+	}
+	if k.kept == nil || len(k.kept) >= maxKept {
+		k.kept = map[string]*keptState{}
+	}
+	c = &keptState{}
+	k.kept[key] = c
+	return c, true
 }
 
 // readOnMax is how many bytes appended since a kept state it reads on
