@@ -5,10 +5,9 @@ func (s *Store) EventsRead() int64 { return s.read.Load() }
 
 // SnapshotFields are the fields of a snapshot a test changes.
 type SnapshotFields struct {
-	doc      snapshotDoc
-	Seq      int64
-	StateSeq int64
-	Sum      string
+	doc snapshotDoc
+	Seq int64 // the snapshot's seq and its state's
+	Sum string
 }
 
 // DecodeSnapshot decodes a snapshot's value.
@@ -17,15 +16,14 @@ func DecodeSnapshot(t interface{ Fatal(...any) }, data []byte) SnapshotFields {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return SnapshotFields{doc: *doc, Seq: doc.Seq, StateSeq: doc.State.Seq, Sum: doc.Sum}
+	return SnapshotFields{doc: *doc, Seq: doc.Seq, Sum: doc.Sum}
 }
 
 // EncodeSnapshot encodes f as a snapshot's value.
 func EncodeSnapshot(t interface{ Fatal(...any) }, f SnapshotFields) []byte {
 	st := f.doc.State.Copy()
-	st.Seq = f.StateSeq
-	doc := snapshotState(&snapshotDoc{Version: snapshotVersion, Run: f.doc.Run, Seq: f.Seq, Sum: f.Sum, State: st, Open: f.doc.Open})
-	st.Open = doc.Open
+	st.Seq = f.Seq
+	st.Open = snapshotState(&snapshotDoc{Version: snapshotVersion, Run: f.doc.Run, Seq: f.Seq, Sum: f.Sum, State: st, Open: f.doc.Open}).Open
 	data, err := encodeSnapshot(st, f.Sum)
 	if err != nil {
 		t.Fatal(err)

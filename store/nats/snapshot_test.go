@@ -131,7 +131,7 @@ func TestSnapshotUnusableIsRebuilt(t *testing.T) {
 	forged := doc
 	forged.Sum = "0000000000000000000000000000000000000000000000000000000000000000"
 	past := doc
-	past.Seq, past.StateSeq = want.Seq+50, want.Seq+50
+	past.Seq = want.Seq + 50
 	for name, value := range map[string][]byte{
 		"other sum": natsstore.EncodeSnapshot(t, forged),
 		"past":      natsstore.EncodeSnapshot(t, past),
