@@ -200,3 +200,34 @@ func TestDeliverShow(t *testing.T) {
 		t.Fatalf("after it was recorded: %+v, %v (Show called %d times); want nothing, Show called once more", d, err, len(shown))
 	}
 }
+
+// TestDeliverWokenPrompt: a prompt that is the agent's wake in the
+// middle of its turn (Woken) shows a steer but holds a follow-up for the
+// stop; a person's prompt shows the follow-up.
+func TestDeliverWokenPrompt(t *testing.T) {
+	a, _ := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(a.Root, app.Identity{Run: "r1"})
+	if _, err := leader.Steer(ctx, app.ToWorker{Task: "t1", Body: "use the v2 API"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "then run gofmt"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1", Woken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text, "use the v2 API") || strings.Contains(d.Text, "then run gofmt") {
+		t.Fatalf("a woken prompt shows %q; want the steer, not the follow-up", d.Text)
+	}
+	if d, err = a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1"}); err != nil || !d.Block || !strings.Contains(d.Text, "then run gofmt") {
+		t.Fatalf("the stop after a woken prompt: %+v, %v; want it blocked by the follow-up", d, err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "and vet"}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1"}); err != nil || !strings.Contains(d.Text, "and vet") {
+		t.Fatalf("a person's prompt shows %+v, %v; want the follow-up", d, err)
+	}
+}

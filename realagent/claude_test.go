@@ -34,22 +34,30 @@ func bash(cmd string) fakemodel.Turn {
 
 // TestClaudeWorker: the brief in the first request; a steer sent during
 // a tool call in the very next request, also when the tool fails; a
-// follow-up blocks the first stop, and the second stop is allowed.
+// follow-up sent beside that steer is in no request before the turn's
+// stop, though the steer's wake runs the UserPromptSubmit hooks in the
+// middle of the turn (agenthook.Input.Woken); it blocks the first stop,
+// and the second stop is allowed.
 func TestClaudeWorker(t *testing.T) {
 	t.Parallel()
 	p := newProject(t)
 	model := fakemodel.Start(t, fakemodel.Anthropic, workerTurns(bash)...)
 	a := p.claude(model, "Work on your crew task.")
-	steerDuringTools(t, p, model, "Exit code 3", "task t1")
-	// The follow-up is shown once: at the stop it blocks, or (Claude Code
-	// 2.1.332) before, when the wait hook's wake of the steer runs the
-	// UserPromptSubmit hooks in the middle of the turn.
-	reqs := model.WaitMain(t, 4, time.Minute)
-	switch first := fakemodel.First(reqs, followText); {
-	case reqs[3].Count(followText) != 1 || first < 2:
-		t.Fatalf("the follow-up is not shown exactly once, at the failed tool's result or the blocked stop:\n%s", reqs[3].Body)
-	case first == 2:
-		t.Logf("the follow-up was shown at the failed tool's result, with the woken steer (UserPromptSubmit), not at the stop")
+	reqs := steerDuringTools(t, p, model, "Exit code 3", "task t1")
+	// The steer sent during the failing tool wakes Claude Code (the wait
+	// hook), whose UserPromptSubmit hooks then run in the middle of the
+	// turn: the follow-up waits for the stop all the same.
+	reqs = model.WaitMain(t, 4, time.Minute)
+	if first := fakemodel.First(reqs, followText); first != 3 {
+		t.Fatalf("the follow-up is first shown in request %d of 4 (0: none); want the fourth, at the stop it blocks:\n%s", first+1, reqs[max(first, 0)].Body)
+	}
+	// Shown once: one delivery, at the stop (Claude Code puts a stop
+	// hook's reason in the request twice).
+	if ev := p.crew("events", "--run", "r1", "--type", "message.delivered"); strings.Count(ev, "message.delivered") != 3 {
+		t.Fatalf("want 3 deliveries (two steers, the follow-up):\n%s", ev)
+	}
+	if ev := p.crew("events", "--run", "r1", "--type", "message.delivered", "--json"); !strings.Contains(ev, `"via":"hook:stop"`) {
+		t.Fatalf("the follow-up was not delivered at the stop:\n%s", ev)
 	}
 	// claude -p prints its last answer when the turn ends (and lingers
 	// 30 s more for the wait hook it then kills: not waited for here).
