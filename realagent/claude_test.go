@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -264,4 +265,57 @@ func TestClaudeCompactBrief(t *testing.T) {
 	if !last.Shows("You are a crew worker: run r1") {
 		t.Fatalf("the brief is not back after /compact:\n%s", last.Body)
 	}
+}
+
+// TestClaudeTmuxWoken: an interactive Claude Code under tmux, idle at its
+// prompt after its first turn, is woken by a steer (the wait hook crew
+// setup registers) and shown it once.
+func TestClaudeTmuxWoken(t *testing.T) {
+	t.Parallel()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("no tmux on PATH (.ci/run installs it): the interactive Claude Code runs in a tmux pane")
+	}
+	p := newProject(t)
+	bin := agentBin(t, "claude")
+	model := fakemodel.Start(t, fakemodel.Anthropic, fakemodel.Turn{Text: "Waiting for work."}, fakemodel.Turn{Text: "Switched."})
+	p.crew("setup", "claude", "--project", p.dir, "--run", "r1", "--task", "t1")
+	key := "sk-ant-fake-interactive-0123456789"
+	// Onboarding done, the project trusted, the API key approved: no
+	// dialog before the prompt.
+	p.write(p.home+"/.claude.json", `{"hasCompletedOnboarding": true, "theme": "dark", "customApiKeyResponses": {"approved": ["`+key[len(key)-20:]+`"], "rejected": []}, "projects": {"`+p.dir+`": {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}}`)
+	env := p.env("ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+key, "ANTHROPIC_MODEL=claude-sonnet-4-6",
+		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5", "TERM=xterm-256color")
+	socket := filepath.Join(p.home, "tmux.sock")
+	args := []string{"-S", socket, "new-session", "-d", "-x", "200", "-y", "50", "-c", p.dir, "env", "-i"}
+	args = append(append(args, env...), bin, "Work on your crew task.")
+	if out, err := exec.Command(tmux, args...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	pane := func() string {
+		out, _ := exec.Command(tmux, "-S", socket, "capture-pane", "-p").CombinedOutput()
+		return string(out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the pane:\n%s", pane())
+		}
+		exec.Command(tmux, "-S", socket, "kill-server").Run()
+	})
+	model.WaitMain(t, 1, time.Minute)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(pane(), "Waiting for work.") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first turn did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // idle at its prompt, the wait hook armed by the stop
+	p.crew("steer", "t1", steerText, "--run", "r1")
+	sent := time.Now()
+	reqs := model.WaitMain(t, 2, time.Minute)
+	if reqs[1].Count(steerText) != 1 {
+		t.Fatalf("the woken request does not show the steer once:\n%s", reqs[1].Body)
+	}
+	t.Logf("idle interactive session: steer → next model request %v", reqs[1].At.Sub(sent).Round(time.Millisecond))
 }
