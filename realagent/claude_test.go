@@ -44,11 +44,11 @@ func TestClaudeWorker(t *testing.T) {
 	p := newProject(t)
 	model := fakemodel.Start(t, fakemodel.Anthropic, workerTurns(bash)...)
 	a := p.claude(model, "Work on your crew task.")
-	reqs := steerDuringTools(t, p, model, "Exit code 3", "task t1")
+	steerDuringTools(t, p, model, "Exit code 3", "task t1")
 	// The steer sent during the failing tool wakes Claude Code (the wait
 	// hook), whose UserPromptSubmit hooks then run in the middle of the
 	// turn: the follow-up waits for the stop all the same.
-	reqs = model.WaitMain(t, 4, time.Minute)
+	reqs := model.WaitMain(t, 4, time.Minute)
 	if first := fakemodel.First(reqs, followText); first != 3 {
 		t.Fatalf("the follow-up is first shown in request %d of 4 (0: none); want the fourth, at the stop it blocks:\n%s", first+1, reqs[max(first, 0)].Body)
 	}
