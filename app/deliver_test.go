@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
@@ -229,5 +230,40 @@ func TestDeliverWokenPrompt(t *testing.T) {
 	}
 	if d, err = a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1"}); err != nil || !strings.Contains(d.Text, "and vet") {
 		t.Fatalf("a person's prompt shows %+v, %v; want the follow-up", d, err)
+	}
+}
+
+// TestWakeInTurn: in the middle of a turn (a person's prompt began it)
+// a follow-up does not wake the agent: the turn's stop shows it; once
+// the turn ended, a follow-up wakes it.
+func TestWakeInTurn(t *testing.T) {
+	a, _ := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(a.Root, app.Identity{Run: "r1"})
+	if _, err := a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "then run gofmt"}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	d, err := a.Wake(wctx, app.Wake{}, nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("in a turn, a follow-up woke the agent: %+v, %v", d, err)
+	}
+	if d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1"}); err != nil || !d.Block || !strings.Contains(d.Text, "then run gofmt") {
+		t.Fatalf("the turn's stop: %+v, %v; want it blocked by the follow-up", d, err)
+	}
+	if d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1", StopActive: true}); err != nil || d.Block {
+		t.Fatalf("the second stop: %+v, %v; want it allowed", d, err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "and vet"}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if d, err := a.Wake(wctx, app.Wake{}, nil); err != nil || !strings.Contains(d.Text, "and vet") {
+		t.Fatalf("after the turn, a follow-up did not wake the agent: %+v, %v", d, err)
 	}
 }
