@@ -15,10 +15,13 @@
 // had watched the file store's log with inotify exited only once the
 // kernel released the instance (~10 ms). The wait now blocks on a
 // wake-up FIFO of its own (run.Run.Watch with the participant; no
-// inotify), and the child bought nothing: wake_agent_ms p50/p99 over
-// three paired runs, child against none, 20.25/225.50 against
-// 20.25/189.56, 14.29/225.74 against 20.14/159.19, 14.87/166.65 against
-// 13.92/179.78 (2 cores at load ~20: the noise is the load's).
+// inotify), and the child bought at most a millisecond at the median:
+// wake_agent_ms p50/p99 in paired runs (load 6-7 on 2 cores), child
+// against none, 5.24/40.65 against 6.19/30.23, 5.53/51.50 against
+// 5.69/18.68, 3.26/7.46 against 3.57/8.45 (the hook now exits after the
+// delivery's projections are written, not before). And the child's pipe
+// raced: the hook's read could find it closed by the goroutine reaping
+// the child, exit 1, and not wake the agent (once in 200 wake-ups).
 
 package main
 
