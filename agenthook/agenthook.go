@@ -15,7 +15,8 @@
 // and decision "block" with a reason, Gemini's alias of "deny", as "go
 // on, with the reason as the next instruction"). Input fields used here:
 // hook_event_name, session_id, source (SessionStart), stop_hook_active
-// (Claude's Stop, Gemini's AfterAgent). Claude Code also has hooks of
+// (Claude's Stop, Gemini's AfterAgent), prompt (UserPromptSubmit: a wake
+// in the middle of a turn is no person's prompt, Input.Woken). Claude Code also has hooks of
 // type "http" (the input POSTed, a 2xx JSON body read as a command
 // hook's standard output); Gemini CLI's hooks are commands only (its
 // reference: type "Currently only \"command\" is supported").
@@ -117,7 +118,21 @@ type Input struct {
 	SessionID      string `json:"session_id"`
 	Source         string `json:"source"`           // SessionStart: startup, resume, clear, compact
 	StopHookActive bool   `json:"stop_hook_active"` // Stop, AfterAgent
+	Prompt         string `json:"prompt"`           // UserPromptSubmit
 }
+
+// wakePrompt is how the prompt of Claude Code's UserPromptSubmit begins
+// when no person typed it: the notice of a background task, among them
+// an asyncRewake hook's exit 2 (crew hook claude wait's wake), which
+// Claude Code 2.1.332 sends in the middle of a turn as
+// "<task-notification>\n<summary>Stop hook feedback</summary>..." with
+// the hook's standard error in a system reminder (captured from the real
+// claude, realagent TestClaudeWokenHoldsFollowUp).
+const wakePrompt = "<task-notification>"
+
+// Woken reports whether the input's prompt is none a person typed
+// (Claude Code's notice of a background task: wakePrompt).
+func (in Input) Woken() bool { return strings.HasPrefix(in.Prompt, wakePrompt) }
 
 // ReadInput reads a hook's JSON input from r, at most 16 MiB (none: the
 // zero input). Not JSON is crew.ErrInvalid.
@@ -147,7 +162,7 @@ func (a Agent) Request(event string, in Input, via string) (app.Deliver, error) 
 	if in.HookEventName != "" && in.HookEventName != event {
 		return app.Deliver{}, fmt.Errorf("hook %s got the input of %s: %w", event, in.HookEventName, crew.ErrInvalid)
 	}
-	return app.Deliver{Moment: a.Events[i].At, Session: in.SessionID, StopActive: in.StopHookActive, Tools: a.Tools, Via: via}, nil
+	return app.Deliver{Moment: a.Events[i].At, Session: in.SessionID, StopActive: in.StopHookActive, Woken: a.Events[i].At == app.AtPrompt && in.Woken(), Tools: a.Tools, Via: via}, nil
 }
 
 // Output is a hook's answer.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/crew-dev/crew"
@@ -26,6 +27,15 @@ type Identity struct {
 type App struct {
 	root     func() (*run.Root, error)
 	Identity Identity
+	taken    atomic.Pointer[Taken] // the run Run took as the newest, among others
+}
+
+// Taken is the run an App took as the most recently created because its
+// identity named none, while the root holds others (App.Taken): a front
+// end says so, since a listing of the wrong run looks like an empty one.
+type Taken struct {
+	Run  string // the run taken
+	Runs int    // how many runs the root holds
 }
 
 // New returns an App over the state root that root finds (called by
@@ -50,10 +60,18 @@ func (a *App) Run(id string) (*run.Run, error) {
 		id = a.Identity.Run
 	}
 	if id == "" {
-		return root.Latest()
+		r, runs, err := root.Latest()
+		if err == nil && runs > 1 {
+			a.taken.Store(&Taken{Run: r.ID(), Runs: runs})
+		}
+		return r, err
 	}
 	return root.Open(id)
 }
+
+// Taken returns the run that Run took as the newest while the root held
+// others, or nil when the identity named its run, or the root holds one.
+func (a *App) Taken() *Taken { return a.taken.Load() }
 
 // task returns the worker's task: id, else the identity's. None is
 // crew.ErrInvalid.

@@ -53,6 +53,12 @@ type Deliver struct {
 	// StopActive, at AtStop, says that a stop was blocked before in this
 	// turn (Claude Code's stop_hook_active).
 	StopActive bool `json:"stopActive,omitempty" jsonschema:"at stop: a stop was blocked before in this turn"`
+	// Woken, at AtPrompt, says the prompt is no person's but the agent's
+	// own notice of a background task in the middle of its turn (Claude
+	// Code's wake by crew hook claude wait, an asyncRewake hook, runs its
+	// UserPromptSubmit hooks): it delivers as at a tool result, and
+	// follow-ups wait for the turn's stop.
+	Woken bool `json:"woken,omitempty" jsonschema:"at prompt: the prompt is the agent's wake in the middle of its turn, not a person's"`
 	// Peek, at AtSessionStart only, returns what the moment would
 	// deliver and records nothing (no delivery, no sign of life): crew
 	// setup's check of the hooks it wrote.
@@ -163,11 +169,17 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	case AtSessionStart:
 		err = w.brief()
 	case AtToolResult:
-		err = w.fresh(func(m *events.Message) bool {
-			return m.Kind == events.KindSteer || m.Kind == events.KindNudge || m.Kind == events.KindMessage
-		})
+		err = w.fresh(midTurn)
 	case AtPrompt:
-		err = w.fresh(func(*events.Message) bool { return true })
+		if req.Woken {
+			err = w.fresh(midTurn)
+			break
+		}
+		// A person's prompt starts a turn: until its stop, the wait hook
+		// leaves follow-ups to the stop (Wake).
+		if err = r.SetInTurn(id, true); err == nil {
+			err = w.fresh(func(*events.Message) bool { return true })
+		}
 	case AtStop:
 		err = w.stop()
 	}
@@ -175,6 +187,13 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 		return nil, err
 	}
 	return w.show()
+}
+
+// midTurn is what a worker is shown in the middle of its turn (at a tool
+// result, and at a woken prompt): steers, nudges and broadcasts, not
+// follow-ups, delivered when the turn's step ends (at its stop).
+func midTurn(m *events.Message) bool {
+	return m.Kind == events.KindSteer || m.Kind == events.KindNudge || m.Kind == events.KindMessage
 }
 
 // show ends a delivery made with Deliver.Show: it hands the delivery
@@ -439,6 +458,12 @@ func (w *delivery) stop() error {
 	if t == nil {
 		return w.leaderStop(msgs, active, session, blocks)
 	}
+	// The turn ends here unless this stop is blocked, recorded before the
+	// messages were read: a follow-up sent after the read finds the turn
+	// ended and wakes the agent (Wake), one sent before is shown here.
+	if err := w.r.SetInTurn(w.task, false); err != nil {
+		return err
+	}
 	var fresh, unacked []events.Message
 	for _, m := range msgs {
 		switch {
@@ -474,6 +499,11 @@ func (w *delivery) block(reason string, session string, blocks int) error {
 	}
 	if err := w.r.SetStopBlocks(w.task, session, blocks+1); err != nil {
 		return err
+	}
+	if w.task != run.Leader {
+		if err := w.r.SetInTurn(w.task, true); err != nil {
+			return err
+		}
 	}
 	w.d.Text, w.d.Block = reason, true
 	return nil

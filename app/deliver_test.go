@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
@@ -198,5 +199,71 @@ func TestDeliverShow(t *testing.T) {
 	}
 	if d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtToolResult, Show: show(nil)}); err != nil || d.Text != "" || len(shown) != 3 {
 		t.Fatalf("after it was recorded: %+v, %v (Show called %d times); want nothing, Show called once more", d, err, len(shown))
+	}
+}
+
+// TestDeliverWokenPrompt: a prompt that is the agent's wake in the
+// middle of its turn (Woken) shows a steer but holds a follow-up for the
+// stop; a person's prompt shows the follow-up.
+func TestDeliverWokenPrompt(t *testing.T) {
+	a, _ := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(a.Root, app.Identity{Run: "r1"})
+	if _, err := leader.Steer(ctx, app.ToWorker{Task: "t1", Body: "use the v2 API"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "then run gofmt"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1", Woken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text, "use the v2 API") || strings.Contains(d.Text, "then run gofmt") {
+		t.Fatalf("a woken prompt shows %q; want the steer, not the follow-up", d.Text)
+	}
+	if d, err = a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1"}); err != nil || !d.Block || !strings.Contains(d.Text, "then run gofmt") {
+		t.Fatalf("the stop after a woken prompt: %+v, %v; want it blocked by the follow-up", d, err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "and vet"}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1"}); err != nil || !strings.Contains(d.Text, "and vet") {
+		t.Fatalf("a person's prompt shows %+v, %v; want the follow-up", d, err)
+	}
+}
+
+// TestWakeInTurn: in the middle of a turn (a person's prompt began it)
+// a follow-up does not wake the agent: the turn's stop shows it; once
+// the turn ended, a follow-up wakes it.
+func TestWakeInTurn(t *testing.T) {
+	a, _ := newWorker(t)
+	ctx := context.Background()
+	leader := app.New(a.Root, app.Identity{Run: "r1"})
+	if _, err := a.Deliver(ctx, app.Deliver{Moment: app.AtPrompt, Session: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "then run gofmt"}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	d, err := a.Wake(wctx, app.Wake{}, nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("in a turn, a follow-up woke the agent: %+v, %v", d, err)
+	}
+	if d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1"}); err != nil || !d.Block || !strings.Contains(d.Text, "then run gofmt") {
+		t.Fatalf("the turn's stop: %+v, %v; want it blocked by the follow-up", d, err)
+	}
+	if d, err := a.Deliver(ctx, app.Deliver{Moment: app.AtStop, Session: "s1", StopActive: true}); err != nil || d.Block {
+		t.Fatalf("the second stop: %+v, %v; want it allowed", d, err)
+	}
+	if _, err := leader.FollowUp(ctx, app.ToWorker{Task: "t1", Body: "and vet"}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if d, err := a.Wake(wctx, app.Wake{}, nil); err != nil || !strings.Contains(d.Text, "and vet") {
+		t.Fatalf("after the turn, a follow-up did not wake the agent: %+v, %v", d, err)
 	}
 }

@@ -30,7 +30,7 @@ func (a *App) Explain(err error) error {
 		return err
 	}
 	var hints []string
-	if a.Identity.Run == "" && runs[len(runs)-1].ID == nt.Run {
+	if t := a.Taken(); t != nil && t.Run == nt.Run {
 		hints = append(hints, fmt.Sprintf("run %s was taken as the newest run, since no run was given", nt.Run))
 	}
 	for _, m := range runs {

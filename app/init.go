@@ -13,6 +13,9 @@ import (
 type Init struct {
 	Dir  string    // the directory to create .crew in, or .crew itself; "" is the working directory
 	Perm crew.Perm // the modes of its files (crew.PrivatePerm, crew.SharedPerm)
+	// Agents is the crew's size to check the machine's limits for
+	// (supervise.Limits); 0 is supervise.CrewSize.
+	Agents int
 }
 
 // Initialised is the record of Init: {"dir":the state root's directory}.
@@ -25,8 +28,8 @@ type Initialised struct {
 	// commands run below it found before and now no longer do; "" when
 	// none.
 	Above string `json:"-"`
-	// Limits are the machine's limits a crew of supervise.CrewSize agents
-	// would run into (supervise.Limits), for a new state root.
+	// Limits are the machine's limits a crew of Init.Agents agents
+	// would run into (supervise.Limits).
 	Limits []supervise.Limit `json:"-"`
 }
 
@@ -53,7 +56,7 @@ func InitRoot(req Init) (*Initialised, error) {
 		return nil, err
 	}
 	if statErr == nil {
-		return &Initialised{Dir: root.Dir(), Existed: true}, nil
+		return &Initialised{Dir: root.Dir(), Existed: true, Limits: supervise.Limits(req.Agents)}, nil
 	}
-	return &Initialised{Dir: root.Dir(), Above: above, Limits: supervise.Limits()}, nil
+	return &Initialised{Dir: root.Dir(), Above: above, Limits: supervise.Limits(req.Agents)}, nil
 }

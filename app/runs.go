@@ -399,7 +399,7 @@ func (a *App) Repair(ctx context.Context, req RunRef) (*store.RepairReport, erro
 	var r *run.Run
 	if id != "" {
 		r, err = root.OpenForRepair(id)
-	} else if r, err = root.Latest(); err != nil {
+	} else if r, _, err = root.Latest(); err != nil {
 		if bad := (*run.BadRun)(nil); errors.As(err, &bad) {
 			r, err = root.OpenForRepair(bad.ID)
 		}

@@ -143,8 +143,21 @@ func (w *delivery) wake() (hold time.Duration, done bool, err error) {
 	} else if t.Status.Terminal() {
 		return 0, true, nil
 	}
+	// In the middle of a turn (a person's prompt began it, no stop ended
+	// it: run.Run.InTurn), follow-ups wait for the turn's stop, which
+	// shows them: the wait hook, re-armed by the turn's prompt, would
+	// else show them at once.
+	inTurn := false
+	if w.task != run.Leader {
+		if inTurn, err = w.r.InTurn(w.task); err != nil {
+			return 0, false, err
+		}
+	}
 	var fresh []events.Message
 	for _, m := range pendingOnly(msgs) {
+		if inTurn && m.Kind == events.KindFollowUp {
+			continue
+		}
 		if m.Kind == events.KindResponse && w.task != run.Leader {
 			if left := AnswerGrace - time.Since(m.SentAt.Time); left > 0 {
 				if hold == 0 || left < hold {

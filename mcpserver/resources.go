@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/store"
 )
 
 // The resources: what is open for the worker and for the leader, read
@@ -63,6 +65,9 @@ type watch struct {
 
 	mu   sync.Mutex
 	subs map[string]*subscription
+	// resub is closed (and replaced) when a resource gains its first
+	// subscriber or loses its last: Follow then watches anew.
+	resub chan struct{}
 }
 
 type subscription struct {
@@ -71,7 +76,7 @@ type subscription struct {
 }
 
 func newWatch(o Options) *watch {
-	w := &watch{byURI: map[string]resource{}, subs: map[string]*subscription{}}
+	w := &watch{byURI: map[string]resource{}, subs: map[string]*subscription{}, resub: make(chan struct{})}
 	for _, r := range resources(o) {
 		w.byURI[r.res.URI] = r
 	}
@@ -124,6 +129,7 @@ func (w *watch) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		return nil
 	}
 	w.subs[r.res.URI] = &subscription{clients: 1, last: text}
+	w.resubscribed()
 	return nil
 }
 
@@ -133,9 +139,40 @@ func (w *watch) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) erro
 	if sub := w.subs[req.Params.URI]; sub != nil {
 		if sub.clients--; sub.clients <= 0 {
 			delete(w.subs, req.Params.URI)
+			w.resubscribed()
 		}
 	}
 	return nil
+}
+
+// resubscribed tells Follow that the subscribed resources changed. The
+// caller holds w.mu.
+func (w *watch) resubscribed() {
+	close(w.resub)
+	w.resub = make(chan struct{})
+}
+
+// changes returns a channel closed when the subscribed resources next
+// change.
+func (w *watch) changes() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resub
+}
+
+// wanted says whether Follow should watch the run for the resources
+// subscribed to, and for whom (run.Run.Watch's participants): the whole
+// run for crew://pending, task alone for crew://inbox, nothing else.
+func (w *watch) wanted(task string) (watch bool, participants []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.subs[PendingURI] != nil:
+		return true, nil
+	case w.subs[InboxURI] != nil && task != "":
+		return true, []string{task}
+	}
+	return false, nil
 }
 
 // changed re-reads every subscribed resource and notifies its
@@ -168,4 +205,97 @@ func (w *watch) changed(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// DefaultRescan is how often Follow reads the subscribed resources when
+// no wake-up came.
+const DefaultRescan = time.Second
+
+// Follow calls Changed each time the run's log grows with an event that
+// may change a subscribed resource, so that subscribers hear of a change
+// as it is committed (the store's wake-up: run.Run.Watch), and also every
+// rescan besides, a safety net. What it watches follows what is
+// subscribed: nothing while nothing is; the server's task alone
+// (state.Concerns) while only its crew://inbox is; the whole run while
+// crew://pending is, which also changes with what state.Concerns does not
+// wake the leader for (its own acknowledgement of a report). The run is
+// the server's (Options.App's identity), else the latest, looked for
+// again every rescan (a run created since); until there is one, every
+// rescan. rescan <= 0 is DefaultRescan. Failures go to report (nil:
+// dropped), each once until a read succeeds or another failure comes. It
+// returns when ctx ends.
+func (s *Server) Follow(ctx context.Context, rescan time.Duration, report func(error)) {
+	if rescan <= 0 {
+		rescan = DefaultRescan
+	}
+	last := "" // each failure is said once, until a read succeeds or another fails
+	say := func(err error) {
+		text := ""
+		if err != nil {
+			text = err.Error()
+		}
+		if text != last && err != nil && ctx.Err() == nil && report != nil {
+			report(err)
+		}
+		last = text
+	}
+	for ctx.Err() == nil {
+		var w store.Waiter
+		if watching, participants := s.watch.wanted(s.task); watching {
+			if r, err := s.app.Run(""); err == nil {
+				w = r.Watch(participants...) // before reading: nothing appended in between is missed
+			}
+		}
+		say(s.Changed(ctx))
+		s.follow(ctx, w, rescan, say)
+		if w != nil {
+			w.Close()
+		}
+	}
+}
+
+// follow calls Changed at each wake-up of w and every rescan, until ctx
+// ends, w fails, the subscriptions change, or (when there is no w, or
+// the server acts in the latest run) a rescan comes: then Follow watches
+// anew.
+func (s *Server) follow(ctx context.Context, w store.Waiter, rescan time.Duration, say func(error)) {
+	subs := s.watch.changes()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-subs:
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
+	for {
+		wctx, stop := context.WithTimeout(fctx, rescan)
+		var err error
+		if w != nil {
+			err = w.Wait(wctx)
+		} else {
+			<-wctx.Done()
+			err = wctx.Err()
+		}
+		stop()
+		switch {
+		case fctx.Err() != nil:
+			return // ctx ended, or the subscriptions changed
+		case err == nil:
+			say(s.Changed(ctx))
+		case errors.Is(err, context.DeadlineExceeded):
+			if w == nil || s.app.Identity.Run == "" {
+				return
+			}
+			say(s.Changed(ctx))
+		default:
+			say(fmt.Errorf("watch the run: %w", err))
+			select { // a watch that fails at once is not tried again in a loop
+			case <-fctx.Done():
+			case <-time.After(rescan):
+			}
+			return
+		}
+	}
 }

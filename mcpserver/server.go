@@ -71,6 +71,8 @@ const DefaultProgressEvery = 5 * time.Second
 type Server struct {
 	*mcp.Server
 	watch *watch
+	app   *app.App // Options.App
+	task  string   // Options.Task
 }
 
 // New returns a Server for o.
@@ -86,7 +88,7 @@ func New(o Options) *Server {
 	addRunTools(s, o.App)
 	addMessageTools(s, o.App, o)
 	addReadTools(s, o.App)
-	return &Server{Server: s, watch: w}
+	return &Server{Server: s, watch: w, app: o.App, task: o.Task}
 }
 
 // Changed re-reads every resource a client subscribed to and sends

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -34,22 +35,30 @@ func bash(cmd string) fakemodel.Turn {
 
 // TestClaudeWorker: the brief in the first request; a steer sent during
 // a tool call in the very next request, also when the tool fails; a
-// follow-up blocks the first stop, and the second stop is allowed.
+// follow-up sent beside that steer is in no request before the turn's
+// stop, though the steer's wake runs the UserPromptSubmit hooks in the
+// middle of the turn (agenthook.Input.Woken); it blocks the first stop,
+// and the second stop is allowed.
 func TestClaudeWorker(t *testing.T) {
 	t.Parallel()
 	p := newProject(t)
 	model := fakemodel.Start(t, fakemodel.Anthropic, workerTurns(bash)...)
 	a := p.claude(model, "Work on your crew task.")
 	steerDuringTools(t, p, model, "Exit code 3", "task t1")
-	// The follow-up is shown once: at the stop it blocks, or (Claude Code
-	// 2.1.332) before, when the wait hook's wake of the steer runs the
-	// UserPromptSubmit hooks in the middle of the turn.
+	// The steer sent during the failing tool wakes Claude Code (the wait
+	// hook), whose UserPromptSubmit hooks then run in the middle of the
+	// turn: the follow-up waits for the stop all the same.
 	reqs := model.WaitMain(t, 4, time.Minute)
-	switch first := fakemodel.First(reqs, followText); {
-	case reqs[3].Count(followText) != 1 || first < 2:
-		t.Fatalf("the follow-up is not shown exactly once, at the failed tool's result or the blocked stop:\n%s", reqs[3].Body)
-	case first == 2:
-		t.Logf("the follow-up was shown at the failed tool's result, with the woken steer (UserPromptSubmit), not at the stop")
+	if first := fakemodel.First(reqs, followText); first != 3 {
+		t.Fatalf("the follow-up is first shown in request %d of 4 (0: none); want the fourth, at the stop it blocks:\n%s", first+1, reqs[max(first, 0)].Body)
+	}
+	// Shown once: one delivery, at the stop (Claude Code puts a stop
+	// hook's reason in the request twice).
+	if ev := p.crew("events", "--run", "r1", "--type", "message.delivered"); strings.Count(ev, "message.delivered") != 3 {
+		t.Fatalf("want 3 deliveries (two steers, the follow-up):\n%s", ev)
+	}
+	if ev := p.crew("events", "--run", "r1", "--type", "message.delivered", "--json"); !strings.Contains(ev, `"via":"hook:stop"`) {
+		t.Fatalf("the follow-up was not delivered at the stop:\n%s", ev)
 	}
 	// claude -p prints its last answer when the turn ends (and lingers
 	// 30 s more for the wait hook it then kills: not waited for here).
@@ -256,4 +265,57 @@ func TestClaudeCompactBrief(t *testing.T) {
 	if !last.Shows("You are a crew worker: run r1") {
 		t.Fatalf("the brief is not back after /compact:\n%s", last.Body)
 	}
+}
+
+// TestClaudeTmuxWoken: an interactive Claude Code under tmux, idle at its
+// prompt after its first turn, is woken by a steer (the wait hook crew
+// setup registers) and shown it once.
+func TestClaudeTmuxWoken(t *testing.T) {
+	t.Parallel()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("no tmux on PATH (.ci/run installs it): the interactive Claude Code runs in a tmux pane")
+	}
+	p := newProject(t)
+	bin := agentBin(t, "claude")
+	model := fakemodel.Start(t, fakemodel.Anthropic, fakemodel.Turn{Text: "Waiting for work."}, fakemodel.Turn{Text: "Switched."})
+	p.crew("setup", "claude", "--project", p.dir, "--run", "r1", "--task", "t1")
+	key := "sk-ant-fake-interactive-0123456789"
+	// Onboarding done, the project trusted, the API key approved: no
+	// dialog before the prompt.
+	p.write(p.home+"/.claude.json", `{"hasCompletedOnboarding": true, "theme": "dark", "customApiKeyResponses": {"approved": ["`+key[len(key)-20:]+`"], "rejected": []}, "projects": {"`+p.dir+`": {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}}`)
+	env := p.env("ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+key, "ANTHROPIC_MODEL=claude-sonnet-4-6",
+		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5", "TERM=xterm-256color")
+	socket := filepath.Join(p.home, "tmux.sock")
+	args := []string{"-S", socket, "new-session", "-d", "-x", "200", "-y", "50", "-c", p.dir, "env", "-i"}
+	args = append(append(args, env...), bin, "Work on your crew task.")
+	if out, err := exec.Command(tmux, args...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	pane := func() string {
+		out, _ := exec.Command(tmux, "-S", socket, "capture-pane", "-p").CombinedOutput()
+		return string(out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the pane:\n%s", pane())
+		}
+		exec.Command(tmux, "-S", socket, "kill-server").Run()
+	})
+	model.WaitMain(t, 1, time.Minute)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(pane(), "Waiting for work.") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first turn did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // idle at its prompt, the wait hook armed by the stop
+	p.crew("steer", "t1", steerText, "--run", "r1")
+	sent := time.Now()
+	reqs := model.WaitMain(t, 2, time.Minute)
+	if reqs[1].Count(steerText) != 1 {
+		t.Fatalf("the woken request does not show the steer once:\n%s", reqs[1].Body)
+	}
+	t.Logf("idle interactive session: steer → next model request %v", reqs[1].At.Sub(sent).Round(time.Millisecond))
 }

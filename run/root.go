@@ -306,14 +306,15 @@ func (r *Root) badRun(id string, err error) *BadRun {
 }
 
 // Latest returns the most recently created run, for commands given no
-// run. A run that cannot be opened and is newer than every other, or
+// run, and how many runs the root holds that open (a front end says
+// which run it took when there are others). A run that cannot be opened and is newer than every other, or
 // whose age is unknown, is an error saying what is wrong with it (with
 // its class: crew.ErrDamaged, crew.ErrTampered, ...): another run is not
 // silently taken in its place. No run at all is crew.ErrNotFound.
-func (r *Root) Latest() (*Run, error) {
+func (r *Root) Latest() (*Run, int, error) {
 	runs, bad, err := r.List()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var newest events.Time
 	if len(runs) > 0 {
@@ -322,11 +323,12 @@ func (r *Root) Latest() (*Run, error) {
 	for i := len(bad) - 1; i >= 0; i-- { // newest first
 		b := bad[i].(*BadRun)
 		if len(runs) == 0 || b.CreatedAt.IsZero() || b.CreatedAt.After(newest.Time) {
-			return nil, fmt.Errorf("the latest run cannot be opened (give --run to use another): %w", b)
+			return nil, 0, fmt.Errorf("the latest run cannot be opened (give --run to use another): %w", b)
 		}
 	}
 	if len(runs) == 0 {
-		return nil, fmt.Errorf("no runs yet; create one with crew run create: %w", crew.ErrNotFound)
+		return nil, 0, fmt.Errorf("no runs yet; create one with crew run create: %w", crew.ErrNotFound)
 	}
-	return r.Open(runs[len(runs)-1].ID)
+	rn, err := r.Open(runs[len(runs)-1].ID)
+	return rn, len(runs), err
 }

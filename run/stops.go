@@ -106,3 +106,48 @@ func (r *Run) SetStopBlocks(id, session string, n int) error {
 	}
 	return fsys.RenameFile(tmp.Name(), path)
 }
+
+// InTurn reports whether task id's agent is in the middle of a turn, as
+// SetInTurn recorded it (workers/TASK.turn, docs/files.md): its wait
+// hook then leaves follow-ups to the turn's stop (app.App.Wake).
+func (r *Run) InTurn(id string) (bool, error) {
+	if err := crew.ValidateID("task", id); err != nil {
+		return false, err
+	}
+	dir, err := r.WorkersDir(false)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Lstat(filepath.Join(dir, id+".turn"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SetInTurn records that task id's agent started a turn (in true) or
+// ended it (InTurn). The record is an empty file, neither synced nor an
+// event: one a crash lost or left behind is set again at the agent's
+// next prompt or stop, and meanwhile costs a follow-up its wake (it is
+// delivered at the next stop) or delivers it early.
+func (r *Run) SetInTurn(id string, in bool) error {
+	if err := crew.ValidateID("task", id); err != nil {
+		return err
+	}
+	dir, err := r.WorkersDir(in)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, id+".turn")
+	if !in {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	f, err := fsys.OpenNoFollow(path, os.O_WRONLY|os.O_CREATE, r.root.Perm().File)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/human"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -68,7 +69,19 @@ func (r *Run) awaitFrom(ctx context.Context, q *events.Message) (*events.Message
 	// answer, its timeout, its end (state.Concerns).
 	w := r.Watch(q.Task)
 	defer w.Close()
+	hinter, _ := w.(store.Hinter)
 	for {
+		// A wake-up that names its event (NATS) is looked at first: the
+		// log after the question can be long (every other waiter's
+		// question), and the answer is most often that event. Whatever
+		// it holds, the pass below reads as without it.
+		if hinter != nil {
+			if h := hinter.Hint(); h > q.Seq {
+				if m, err := r.answer(q.ID, q.Task, h-1); err != nil || m != nil {
+					return m, err
+				}
+			}
+		}
 		// Each pass re-reads from the question on: cheap (binary search to
 		// the question, then only what came after it).
 		m, err := r.answer(q.ID, q.Task, q.Seq)

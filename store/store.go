@@ -155,6 +155,17 @@ type Waiter interface {
 	Close() error
 }
 
+// Hinter is a Waiter whose wake-ups may name the event that woke it:
+// Hint returns the lowest seq its wake-ups named since the last call
+// (0: none), and forgets it. A hint is where an owner may look first
+// (one read, where the log after its question may be long), never a
+// reason to look no further: wake-ups can be forged or lost, so an owner
+// that finds nothing there reads as it would without it. The NATS
+// store's participant waiters are Hinters.
+type Hinter interface {
+	Hint() int64
+}
+
 // Repairer is a Store whose runs' bytes can be damaged and repaired: the
 // file store's. A store without files to damage (NATS) is not one.
 type Repairer interface {

@@ -1,8 +1,6 @@
 package web
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -69,29 +67,17 @@ func (s *Server) programs(version string) http.Handler {
 		}
 		m := mcpserver.New(mcpserver.Options{App: appFor(id), Version: version, Task: id.Task})
 		s.mcpServers[id] = m
+		s.mcpNew = append(s.mcpNew, m)
+		select {
+		case s.mcpMade <- struct{}{}: // Supervise follows it
+		default:
+		}
 		return m.Server
 	}, &mcp.StreamableHTTPOptions{})
 	mux := http.NewServeMux()
 	mux.Handle(HooksPath, hookHandler{App: appFor})
 	mux.Handle(MCPPath, mcpHandler)
 	return s.guard.program(mux)
-}
-
-// mcpChanged tells each MCP server's subscribed clients of the
-// resources that changed (mcpserver.Server.Changed); Supervise calls it
-// every period. Failures are returned joined.
-func (s *Server) mcpChanged(ctx context.Context) error {
-	s.mcpMu.Lock()
-	servers := make([]*mcpserver.Server, 0, len(s.mcpServers))
-	for _, m := range s.mcpServers {
-		servers = append(servers, m)
-	}
-	s.mcpMu.Unlock()
-	var errs []error
-	for _, m := range servers {
-		errs = append(errs, m.Changed(ctx))
-	}
-	return errors.Join(errs...)
 }
 
 // isProgram reports whether path is one programs call, which

@@ -13,10 +13,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/mcpserver"
 	"github.com/crew-dev/crew/run"
+	"github.com/crew-dev/crew/web"
 )
 
 // hook posts a Claude Code PostToolUse hook's input to the server as the
@@ -172,7 +174,7 @@ func TestMCPOverHTTP(t *testing.T) {
 		t.Fatalf("inbox of t1's session %s, of t2's %s; want the steer in t1's only", in1, in2)
 	}
 
-	// A subscription hears of a change (Supervise's period, a second).
+	// A subscription hears of a change (the run's wake-up).
 	must(t, s1.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://inbox"}))
 	f.steer(t, "t1", "a second steer")
 	select {
@@ -189,6 +191,80 @@ func TestMCPOverHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("/mcp without the token: %s; want 401", resp.Status)
+	}
+}
+
+// MCP resource notifications over HTTP come from the run's wake-up as
+// events are committed, not from Supervise's period (an hour here): a
+// steer to a subscribed inbox, by another process or by a tool call of
+// another session, a report to the leader and the leader's own
+// acknowledgement of it for a subscribed pending list, are each heard of
+// within seconds; a session subscribed to another task's inbox hears
+// nothing of them.
+func TestMCPNotificationsFollowTheLog(t *testing.T) {
+	dir := t.TempDir()
+	_, err := run.Init(dir, crew.PrivatePerm)
+	must(t, err)
+	root, err := run.FindKept(dir, crew.PrivatePerm)
+	must(t, err)
+	t.Cleanup(func() { root.Close() })
+	f := newFixturePeriod(t, root, dir, web.Options{}, time.Hour)
+	other, err := run.Find(dir, crew.PrivatePerm) // another process
+	must(t, err)
+	t.Cleanup(func() { other.Close() })
+	o, err := other.Open("r1")
+	must(t, err)
+	ctx := context.Background()
+	type note struct{ who, uri string }
+	updated := make(chan note, 10)
+	connect := func(who, query string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- note{who, req.Params.URI}
+		}})
+		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.base + "/mcp?token=" + f.token + query}, nil)
+		must(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s1, s2, lead := connect("t1", "&run=r1&task=t1"), connect("t2", "&run=r1&task=t2"), connect("leader", "&run=r1")
+	must(t, s1.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://inbox"}))
+	must(t, s2.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://inbox"}))
+	must(t, lead.Subscribe(ctx, &mcp.SubscribeParams{URI: "crew://pending"}))
+	// Within 0.7 s: less than the first rescan of a store.Waiter that is
+	// not poked (a second), which would otherwise hide a watch that the
+	// change does not wake.
+	expect := func(want note, what string) {
+		t.Helper()
+		select {
+		case got := <-updated:
+			if got != want {
+				t.Fatalf("after %s: %s heard of %s; want %s of %s", what, got.who, got.uri, want.who, want.uri)
+			}
+		case <-time.After(700 * time.Millisecond):
+			t.Fatalf("after %s: no resources/updated for %s within 0.7 s (Supervise's rescan is an hour away)", what, want.who)
+		}
+	}
+
+	_, err = o.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: "from another process"})
+	must(t, err)
+	expect(note{"t1", "crew://inbox"}, "another process's steer to t1")
+
+	res, err := lead.CallTool(ctx, &mcp.CallToolParams{Name: "crew_steer", Arguments: map[string]any{"task": "t1", "body": "from the leader's session"}})
+	must(t, err)
+	if res.IsError {
+		t.Fatalf("crew_steer: %v", res.Content)
+	}
+	expect(note{"t1", "crew://inbox"}, "a steer to t1 through the leader's session")
+
+	rep, err := o.Send(ctx, run.SendOptions{Kind: events.KindReport, Task: "t2", From: "t2", Body: "a report"})
+	must(t, err)
+	expect(note{"leader", "crew://pending"}, "t2's report to the leader")
+	must(t, o.Acknowledge(ctx, run.Leader, []string{rep.ID}, false, ""))
+	expect(note{"leader", "crew://pending"}, "the leader's acknowledgement of the report")
+	select {
+	case got := <-updated:
+		t.Fatalf("%s heard of %s, which did not change", got.who, got.uri)
+	case <-time.After(200 * time.Millisecond):
 	}
 }
 

@@ -67,6 +67,8 @@ type Server struct {
 
 	mcpMu      sync.Mutex
 	mcpServers map[app.Identity]*mcpserver.Server // MCPPath's, by the identity sessions start with
+	mcpNew     []*mcpserver.Server                // made since Supervise last started to follow them
+	mcpMade    chan struct{}                      // a send when one is made (capacity 1)
 }
 
 // New returns a server for root. Options.Token must be set and
@@ -84,7 +86,7 @@ func New(root *run.Root, o Options) (*Server, error) {
 		return nil, err
 	}
 	a := app.New(func() (*run.Root, error) { return root, nil }, app.Identity{As: o.Actor})
-	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, undelivered: o.UndeliveredAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}, mcpServers: map[app.Identity]*mcpserver.Server{}}
+	s := &Server{app: a, root: root, actor: o.Actor, quiet: o.QuietAfter, undelivered: o.UndeliveredAfter, guard: newGuard(o.Token, o.Hosts), tmpl: tmpl, flashs: map[string]flash{}, mcpServers: map[app.Identity]*mcpserver.Server{}, mcpMade: make(chan struct{}, 1)}
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -118,31 +120,51 @@ const ReapEvery = time.Second
 // (supervise.ReapRoot), failing their tasks, so that the board shows
 // them failed with no command run. It returns when ctx ends. A failure
 // to reap is passed to report (nil: dropped) once, not again until it
-// changes, and reaping is tried again next period. Each period it also
-// tells the MCP sessions (MCPPath) subscribed to a resource whether it
-// changed (mcpserver.Server.Changed). crew serve runs it beside the server.
+// changes, and reaping is tried again next period. It also has each MCP
+// server (MCPPath) tell its subscribed sessions of the resources that
+// changed, from the run's wake-up as events are committed, and every
+// period besides (mcpserver.Server.Follow). crew serve runs it beside
+// the server.
 func (s *Server) Supervise(ctx context.Context, period time.Duration, report func(error)) {
 	if period <= 0 {
 		period = ReapEvery
 	}
+	var followers sync.WaitGroup
+	defer followers.Wait()
 	t := time.NewTicker(period)
 	defer t.Stop()
 	last := ""
 	for {
 		_, err := supervise.ReapRoot(ctx, s.root)
-		err = errors.Join(err, s.mcpChanged(ctx))
 		if text := errText(err); text != last && ctx.Err() == nil {
 			last = text // each failure once, not every period
 			if err != nil && report != nil {
 				report(err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	wait:
+		for {
+			for _, m := range s.newMCPServers() {
+				followers.Go(func() { m.Follow(ctx, period, report) })
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				break wait
+			case <-s.mcpMade:
+			}
 		}
 	}
+}
+
+// newMCPServers returns the MCP servers made since it was last called.
+func (s *Server) newMCPServers() []*mcpserver.Server {
+	s.mcpMu.Lock()
+	defer s.mcpMu.Unlock()
+	m := s.mcpNew
+	s.mcpNew = nil
+	return m
 }
 
 // ServeHTTP implements http.Handler.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -65,6 +66,13 @@ func newFixtureWith(t *testing.T, o web.Options) *fixture {
 // serving with o. The server reaps lost workers, as crew serve does.
 func newFixtureOn(t *testing.T, root *run.Root, dir string, o web.Options) *fixture {
 	t.Helper()
+	return newFixturePeriod(t, root, dir, o, 0)
+}
+
+// newFixturePeriod is newFixtureOn with the period of the server's
+// Supervise (0: web.ReapEvery).
+func newFixturePeriod(t *testing.T, root *run.Root, dir string, o web.Options, period time.Duration) *fixture {
+	t.Helper()
 	f := &fixture{dir: dir, root: root}
 	var err error
 	f.run, err = f.root.Create(run.CreateOptions{ID: "r1", Title: "three workers", Dir: f.dir})
@@ -89,7 +97,7 @@ func newFixtureOn(t *testing.T, root *run.Root, dir string, o web.Options) *fixt
 	t.Cleanup(f.srv.Close)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { f.web.Supervise(sctx, 0, func(err error) { t.Logf("reap: %v", err) }); close(done) }()
+	go func() { f.web.Supervise(sctx, period, func(err error) { t.Logf("reap: %v", err) }); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
 	return f
 }

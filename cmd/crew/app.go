@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"github.com/xrash/smetrics"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -56,10 +57,12 @@ crew respond t1 "Use Postgres." --run r1`,
 		EnableBashCompletion: true,                         // crew completion (completion.go)
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main reports errors and exits
 		// Main turns this into an error (exit 2, JSON with --json).
-		CommandNotFound: func(c *cli.Context, name string) { c.App.Metadata[unknownCommand] = name },
-		Metadata:        map[string]any{},
-		OnUsageError:    usageError,
-		Commands:        commands(),
+		CommandNotFound: func(c *cli.Context, name string) {
+			c.App.Metadata[unknownCommand] = strings.TrimSpace(commandPath(c) + " " + name)
+		},
+		Metadata:     map[string]any{},
+		OnUsageError: usageError,
+		Commands:     commands(),
 		// cli's template, and the exit codes after it.
 		CustomAppHelpTemplate: cli.AppHelpTemplate + exitCodesHelp(),
 	}
@@ -82,14 +85,60 @@ const unknownCommand = "unknownCommand"
 const commandLine = "commandLine"
 
 func usageError(c *cli.Context, err error, _ bool) error {
+	name, unknownFlag := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if unknownFlag {
+		// A typo of one of the command's flags (--priorty): name it.
+		var names []string
+		for _, f := range append(slices.Clone(c.Command.Flags), globalFlags...) {
+			names = append(names, f.Names()...)
+		}
+		if near := nearest(name, names); near != "" {
+			return fmt.Errorf("crew %s has no flag -%s; did you mean %s? (see --help): %w", commandPath(c), name, dashes(near), crew.ErrInvalid)
+		}
+	}
 	// A body that starts with a dash (crew steer t1 "-x is wrong") is
 	// taken for a flag cli does not know.
-	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok && takesBody(c.Command) {
+	if unknownFlag && takesBody(c.Command) {
 		if word, fixed := dashBody(c, func(a string) bool { n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); return n == name }); word != "" {
-			return fmt.Errorf("%q was read as a flag, and crew %s has no such flag; if it is the message body, put -- before it: %s: %w", word, c.Command.FullName(), fixed, crew.ErrInvalid)
+			return fmt.Errorf("%q was read as a flag, and crew %s has no such flag; if it is the message body, put -- before it: %s: %w", word, commandPath(c), fixed, crew.ErrInvalid)
 		}
 	}
 	return fmt.Errorf("%v (see --help): %w", err, crew.ErrInvalid)
+}
+
+// commandPath is the command c runs, as typed after crew ("task list"),
+// "" for crew itself.
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, l := range c.Lineage() {
+		if l.Command != nil && l.Command.Name != "" && l.Command.Name != c.App.Name { // not crew's own
+			names = append([]string{l.Command.Name}, names...)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+// nearest returns the one of names that typed is most likely a typo of,
+// or "" when none is close: a Jaro-Winkler similarity of at least 0.85
+// (xrash/smetrics, the measure urfave/cli's own suggestions use; "priorty"
+// is 0.975 from "priority", "stear" 0.91 from "steer", "foo" 0.82 from
+// "follow-up").
+func nearest(typed string, names []string) string {
+	best, near := 0.85, ""
+	for _, n := range names {
+		if s := smetrics.JaroWinkler(typed, n, 0.7, 4); s >= best {
+			best, near = s, n
+		}
+	}
+	return near
+}
+
+// dashes is a flag's name as typed: -x or --name.
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // takesBody reports whether cmd's arguments end with a message body.

@@ -27,6 +27,7 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	json   bool
+	a      *app.App // app's, made at its first call
 }
 
 func newEnv(c *cli.Context) *env {
@@ -65,7 +66,20 @@ func explain(a *cli.App, err error) error {
 // (root) and the identity of --run, --task and --as (CREW_RUN,
 // CREW_TASK, CREW_AGENT).
 func (e *env) app() *app.App {
-	return app.New(e.root, app.Identity{Run: e.c.String("run"), Task: e.c.String("task"), As: e.c.String("as")})
+	if e.a == nil {
+		e.a = app.New(e.root, app.Identity{Run: e.c.String("run"), Task: e.c.String("task"), As: e.c.String("as")})
+	}
+	return e.a
+}
+
+// noteTaken says on standard error which run a listing shows when none
+// was given and the root holds others (app.App.Taken): a listing of the
+// newest run looks like an empty one of the run meant. Not with --json,
+// whose records name their run.
+func (e *env) noteTaken() {
+	if t := e.app().Taken(); t != nil && !e.json {
+		fmt.Fprintf(e.stderr, "crew: run %s, the newest of %d runs (--run or CREW_RUN names another)\n", t.Run, t.Runs)
+	}
 }
 
 // workerApp is app for a command that takes no identity flags but is a

@@ -34,9 +34,13 @@ func printEvents(c *cli.Context) error {
 		return err
 	}
 	req := app.Events{Since: since, Types: c.StringSlice("type"), Follow: c.Bool("follow")}
-	return e.app().Events(c.Context, req, e.warn, func(ev *events.Event) error {
+	err = e.app().Events(c.Context, req, e.warn, func(ev *events.Event) error {
 		return e.emit(ev, eventText(ev))
 	})
+	if err == nil {
+		e.noteTaken()
+	}
+	return err
 }
 
 // eventText is the human form of an event: one line, a message's body

@@ -76,8 +76,7 @@ func hookCommand() *cli.Command {
 			UsageText: usageText,
 			ArgsUsage: "EVENT",
 			Flags: []cli.Flag{runFlag, taskFlag, asFlag,
-				&cli.BoolFlag{Name: "peek", Usage: "at SessionStart: print what the hook would deliver, record nothing (crew setup's check)"},
-				&cli.BoolFlag{Name: waiterFlag, Hidden: true}},
+				&cli.BoolFlag{Name: "peek", Usage: "at SessionStart: print what the hook would deliver, record nothing (crew setup's check)"}},
 			Action: func(c *cli.Context) error { return agentHook(c, a) },
 		})
 	}
@@ -106,12 +105,9 @@ func answerHook(c *cli.Context, a hookAgent) error {
 	}
 	event := c.Args().First()
 	if event == "wait" && len(a.WaitEvents) > 0 {
-		var in hookInput
-		if !c.Bool(waiterFlag) { // the waiter's standard input is the hook's pipe
-			var err error
-			if in, err = readHookInput(c); err != nil {
-				return err
-			}
+		in, err := readHookInput(c)
+		if err != nil {
+			return err
 		}
 		return wait(c, e, a, in)
 	}

@@ -60,6 +60,7 @@ func outbox(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	e.noteTaken()
 	return e.readMailbox(mb)
 }
 
@@ -150,6 +151,9 @@ func pending(c *cli.Context) error {
 	}
 	if err == nil && len(open.Messages) == 0 && len(open.Lifeless) == 0 && len(open.Undelivered) == 0 && !e.json {
 		fmt.Fprintln(e.stdout, "nothing open")
+	}
+	if err == nil {
+		e.noteTaken()
 	}
 	return err
 }

@@ -8,15 +8,20 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/supervise"
 )
 
 func initCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "init",
 		Usage:     "create a .crew state root in the working directory (or --dir)",
-		UsageText: "crew init\ncrew init --dir /tmp/crew-state",
-		Action:    initRoot,
+		UsageText: "crew init\ncrew init --dir /tmp/crew-state\ncrew init --agents 1000   # and say which limits of this machine a crew of 1,000 would meet",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "agents", Value: supervise.CrewSize, Usage: "check the machine's limits (inotify instances, processes, process ids, open files) for a crew of `N` agents, and name those it would meet"},
+		},
+		Action: initRoot,
 	}
 }
 
@@ -25,7 +30,10 @@ func initRoot(c *cli.Context) error {
 	if err := e.fileOnly("init", "runs and mail live on the server, which needs no initialising (crew run create makes a run there)"); err != nil {
 		return err
 	}
-	rec, err := app.InitRoot(app.Init{Dir: c.String("dir"), Perm: e.perm()})
+	if c.Int("agents") < 1 {
+		return fmt.Errorf("--agents %d: a crew has at least one agent: %w", c.Int("agents"), crew.ErrInvalid)
+	}
+	rec, err := app.InitRoot(app.Init{Dir: c.String("dir"), Perm: e.perm(), Agents: c.Int("agents")})
 	if err != nil {
 		return err
 	}

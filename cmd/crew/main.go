@@ -76,23 +76,41 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		// word: the words typed so far stay in their order.
 		rest = reorder(app, rest)
 		if name, ok := app.Metadata[unknownCommand].(string); ok {
-			return unknown(name)
+			return unknown(app, name)
 		}
 	}
 	err := explain(app, app.RunContext(ctx, append(args[:1:1], rest...)))
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
-		err = unknown(name)
+		err = unknown(app, name)
 	}
 	return err
 }
 
 // unknown is the error of a command line naming no command of crew's
-// (exit 2), name the words that name none ("bogus", "task bogus").
-func unknown(name string) error {
-	if i := strings.LastIndex(name, " "); i >= 0 {
-		return fmt.Errorf("unknown command %q; crew %s --help lists its commands: %w", name, name[:i], crew.ErrInvalid)
+// (exit 2), name the words that name none ("bogus", "task bogus"), with
+// the command it is most likely a typo of (crew stear: steer).
+func unknown(app *cli.App, name string) error {
+	words := strings.Fields(name)
+	cmds := app.Commands
+	for _, w := range words[:len(words)-1] {
+		if c := subcommand(cmds, w); c != nil {
+			cmds = c.Subcommands
+		}
 	}
-	return fmt.Errorf("unknown command %q; crew --help lists the commands: %w", name, crew.ErrInvalid)
+	var names []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			names = append(names, c.Names()...)
+		}
+	}
+	hint := "crew --help lists the commands"
+	if len(words) > 1 {
+		hint = "crew " + strings.Join(words[:len(words)-1], " ") + " --help lists its commands"
+	}
+	if near := nearest(words[len(words)-1], names); near != "" {
+		hint = "did you mean " + strings.Join(append(words[:len(words)-1:len(words)-1], near), " ") + "? " + hint
+	}
+	return fmt.Errorf("unknown command %q; %s: %w", name, hint, crew.ErrInvalid)
 }
 
 // Exit codes (docs/cli.md, Exit codes): crew's, by their sentinels.

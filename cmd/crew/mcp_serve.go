@@ -14,7 +14,6 @@ import (
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/mcpserver"
-	"github.com/crew-dev/crew/run"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 )
@@ -45,41 +44,14 @@ func serveMCP(c *cli.Context) error {
 	s := mcpserver.New(mcpserver.Options{App: e.app(), Version: version, Task: c.String("task"), ProgressEvery: every})
 	ctx, stop := context.WithCancel(c.Context)
 	defer stop()
-	go notifyChanges(ctx, e, s)
+	// Subscribed clients hear of changed resources as the run's log grows
+	// (the watch the CLI's waits use: fsnotify on the file store, a
+	// subscription on NATS); what fails is said on standard error
+	// (standard output is the protocol).
+	go s.Follow(ctx, 0, func(err error) { e.warn(fmt.Errorf("mcp resources: %w", err)) })
 	err := s.Run(ctx, &mcp.StdioTransport{})
 	if err == nil || errors.Is(err, io.EOF) || c.Context.Err() != nil {
 		return nil // the client closed standard input, or crew was told to stop
 	}
 	return err
-}
-
-// notifyChanges tells s each time the run's log grows (the watch the
-// CLI's waits use: fsnotify on the file store, a subscription on NATS),
-// so that subscribed clients hear of changed resources. The run is the
-// server's (--run, CREW_RUN), else the latest; until it exists, it is
-// looked for again every second. What fails is said on standard error
-// (standard output is the protocol).
-func notifyChanges(ctx context.Context, e *env, s *mcpserver.Server) {
-	var r *run.Run
-	for r == nil {
-		var err error
-		if r, err = e.run(); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-	w := r.Watch()
-	defer w.Close()
-	for {
-		if err := s.Changed(ctx); err != nil && ctx.Err() == nil {
-			e.warn(fmt.Errorf("mcp resources: %w", err))
-		}
-		if err := w.Wait(ctx); err != nil {
-			return
-		}
-	}
 }

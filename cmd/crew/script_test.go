@@ -262,7 +262,7 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if id := ts.Getenv("CREW_RUN"); id != "" {
 		r, err = root.Open(id)
 	} else {
-		r, err = root.Latest()
+		r, _, err = root.Latest()
 	}
 	ts.Check(err)
 	w := r.Watch()

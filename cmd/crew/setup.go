@@ -27,6 +27,7 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/internal/agentconfig"
+	"github.com/crew-dev/crew/run"
 )
 
 func setupCommand() *cli.Command {
@@ -89,6 +90,10 @@ func setup(c *cli.Context) error {
 		if err := c.Set("dir", dir); err != nil {
 			return err
 		}
+	} else if pinned, err := pinRoot(e, dir); err != nil {
+		return err
+	} else {
+		pin = append(pin, pinned...)
 	}
 	agent := c.Args().First()
 	if agent != "claude" && agent != "codex" && agent != "gemini" {
@@ -167,6 +172,29 @@ func setup(c *cli.Context) error {
 	return nil
 }
 
+// pinRoot returns --dir ROOT when the state root given (--dir, CREW_DIR)
+// is not the one the agent finds from the project by itself (the nearest
+// .crew above it): the agent's hooks and MCP server are started without
+// crew's environment, unless crew spawn starts the agent. Nothing for a
+// NATS root (--store), which has no directory.
+func pinRoot(e *env, project string) ([]string, error) {
+	root, err := e.root()
+	if err != nil {
+		return nil, err
+	}
+	if root.Dir() == "" {
+		return nil, nil
+	}
+	found, err := run.Find(project, e.perm())
+	if err == nil {
+		defer found.Close()
+		if found.Dir() == root.Dir() {
+			return nil, nil
+		}
+	}
+	return []string{"--dir", root.Dir()}, nil
+}
+
 // crewPath is the crew command the agent is to run: path as given
 // (--crew-path), else the absolute path of this crew (selfPath).
 func crewPath(path string) (string, error) {
@@ -186,7 +214,7 @@ func crewPath(path string) (string, error) {
 // run, fails or answers with no JSON is an error (exit 1) naming the
 // command and what it printed.
 func checkHook(c *cli.Context, dir string, a hookAgent, command string, pin []string) error {
-	line := agentconfig.ShellQuote(command) + " " + strings.Join(append([]string{"hook", a.Name, "SessionStart"}, pin...), " ") + " --peek"
+	line := agentconfig.CommandLine(command, append([]string{"hook", a.Name, "SessionStart"}, pin...)...) + " --peek"
 	cmd := exec.CommandContext(c.Context, "/bin/sh", "-c", line)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","source":"startup","session_id":"crew-setup-check"}`)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -373,5 +374,41 @@ func TestSetupLeader(t *testing.T) {
 	code := Main([]string{"crew", "setup", "--project", dir, "--crew-path", "crew", "claude", "--as", "bob", "--run", "r1"}, strings.NewReader(""), &stdout, &stderr)
 	if code != exitIO || !strings.Contains(stderr.String(), "it gave no brief for the pinned identity") {
 		t.Fatalf("--as bob: exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestSetupPinsARootOutsideTheProject: a state root given by --dir (or
+// CREW_DIR) that the project does not find by itself is written into the
+// hooks and the MCP server's arguments, quoted, so that the agent, whose
+// environment has no CREW_DIR, reaches it; a root the project finds is
+// not written.
+func TestSetupPinsARootOutsideTheProject(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "state root")
+	makeSetupRoot(t, root)
+	project := t.TempDir()
+	runSetup(t, project, "--dir", root, "claude", "--run", "r1", "--task", "t1")
+	want := filepath.Join(root, ".crew")
+	args := readJSON(t, filepath.Join(project, ".mcp.json"))["mcpServers"].(map[string]any)["crew"].(map[string]any)["args"]
+	if got := mustJSON(t, args); got != mustJSON(t, []string{"mcp", "--run", "r1", "--task", "t1", "--dir", want}) {
+		t.Fatalf("MCP server args %s, want the root pinned", got)
+	}
+	hook := readJSON(t, filepath.Join(project, ".claude", "settings.json"))["hooks"].(map[string]any)["SessionStart"].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)["command"].(string)
+	cmd := exec.Command("/bin/sh", "-c", hook)
+	cmd.Dir = project
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "CREW_") })
+	cmd.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","source":"startup","session_id":"s1"}`)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "task t1") {
+		t.Fatalf("the hook written (%s), run without CREW_DIR in the project: %v: %s", hook, err, out)
+	}
+
+	inside := filepath.Join(root, "project")
+	if err := os.Mkdir(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runSetup(t, inside, "--dir", root, "claude", "--run", "r1", "--task", "t1")
+	if b, _ := os.ReadFile(filepath.Join(inside, ".mcp.json")); bytes.Contains(b, []byte("--dir")) {
+		t.Fatalf("a root the project finds was pinned:\n%s", b)
 	}
 }

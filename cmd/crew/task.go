@@ -89,6 +89,9 @@ func taskList(c *cli.Context) error {
 	} else {
 		printTasks(e, recs)
 	}
+	if err == nil {
+		e.noteTaken()
+	}
 	return err
 }
 

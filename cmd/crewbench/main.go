@@ -77,7 +77,7 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary directory (default: the system's)")
 	only := flag.String("only", "", "run only these parts, comma-separated: send,group,cli,wake,wakeagent,large,rss,agents,http,ui,nats,herd,lists (for work on one figure)")
 	flag.IntVar(&c.herd, "herd", 1000, "workers blocked in crew ask --wait in the herd part")
-	flag.IntVar(&c.herdNATS, "herd-nats", 0, "the same on NATS (default: -herd, at most 300: a crew process on NATS replays the whole stream, so 1,000 asks take many minutes)")
+	flag.IntVar(&c.herdNATS, "herd-nats", 0, "the same on NATS (default: -herd)")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "how long the herd's idle waiters' CPU is measured")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (the library's side) to `FILE`")
 	flag.Parse()
@@ -461,7 +461,7 @@ func bench(c config) error {
 	if c.runs("herd") {
 		nNATS := c.herdNATS
 		if nNATS == 0 {
-			nNATS = min(c.herd, 300)
+			nNATS = c.herd
 		}
 		f, hrows, err := herd(tmp, c, c.herd, nNATS, c.idle)
 		if err != nil {

@@ -168,9 +168,20 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// CommandLine is a shell's command line that runs command with args,
+// each word quoted where a shell would split or expand it (a pinned
+// --dir may hold a space).
+func CommandLine(command string, args ...string) string {
+	words := []string{ShellQuote(command)}
+	for _, a := range args {
+		words = append(words, ShellQuote(a))
+	}
+	return strings.Join(words, " ")
+}
+
 // command returns the hook command line for event (or "wait"), pinned.
 func (h Hooks) command(event string, pin []string) string {
-	c := ShellQuote(crewCommand(h.Command)) + " " + strings.Join(append([]string{"hook", h.Agent, event}, pin...), " ")
+	c := CommandLine(crewCommand(h.Command), append([]string{"hook", h.Agent, event}, pin...)...)
 	if h.FailOpen {
 		c += FailOpenSuffix
 	}

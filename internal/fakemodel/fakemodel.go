@@ -35,6 +35,10 @@ const (
 // input from the names the request offers (the agent's own names for
 // its shell, or for crew's MCP tools); no tool and no Text is "Done.".
 type Turn struct {
+	// Tool is the tool's name; one a request offers inside a namespace
+	// (the Responses API's tools of type namespace: Codex's MCP servers,
+	// mcp__SERVER) is named NAMESPACE.TOOL, and called by the namespace
+	// and the tool's own name.
 	Tool  string
 	Input map[string]any
 	Text  string
@@ -249,6 +253,9 @@ func openai(sse func(string, any), t Turn, id int) {
 	if t.Tool != "" {
 		in, _ := json.Marshal(t.Input)
 		item = obj{"type": "function_call", "id": fmt.Sprintf("fc_%d", id), "call_id": fmt.Sprintf("call_%d", id), "name": t.Tool, "arguments": string(in), "status": "completed"}
+		if ns, name, ok := strings.Cut(t.Tool, "."); ok {
+			item["namespace"], item["name"] = ns, name
+		}
 	} else {
 		item = obj{"type": "message", "id": fmt.Sprintf("msg_%d", id), "role": "assistant", "status": "completed",
 			"content": []any{obj{"type": "output_text", "text": t.Text, "annotations": []any{}}}}
@@ -275,7 +282,11 @@ func geminiChunk(t Turn) obj {
 func toolNames(d Dialect, body []byte) []string {
 	var req struct {
 		Tools []struct {
-			Name                 string `json:"name"`
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"` // type namespace
 			FunctionDeclarations []struct {
 				Name string `json:"name"`
 			} `json:"functionDeclarations"`
@@ -288,6 +299,11 @@ func toolNames(d Dialect, body []byte) []string {
 	for _, t := range req.Tools {
 		if t.Name != "" {
 			names = append(names, t.Name)
+		}
+		if t.Type == "namespace" {
+			for _, f := range t.Tools {
+				names = append(names, t.Name+"."+f.Name)
+			}
 		}
 		for _, f := range t.FunctionDeclarations {
 			names = append(names, f.Name)

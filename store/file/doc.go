@@ -30,6 +30,14 @@
 // is never rewritten in place: Repair moves damaged bytes to a
 // quarantine file beside it (repair.go; docs/guarantees.md, 4).
 //
+// Read path (Log.State, no lock). A reader loads a snapshot (tasks.json
+// for the tasks, open.jsonl with the open messages) and replays the log
+// after its offset, up to the last complete line. A Log kept by a
+// long-lived process (Store.KeepLogs: crew serve, crew mcp) keeps the
+// states it returned instead, one per kind, and reads only the bytes
+// appended since, dropping a kept state when the log is not the file it
+// was read from (kept.go; docs/files.md, Snapshots).
+//
 // Who does what. A Log's work is split three ways, each part with one
 // lock over what it knows and one job: the appender (log.go, lock.go) takes the run lock
 // and appends the events of a batch of operations in one write and one

@@ -44,6 +44,7 @@ type Log struct {
 	app  appender    // the run lock and group commit (log.go, lock.go)
 	proj projector   // mailbox lines and mail copies (project.go)
 	snap snapshotter // tasks.json and open.jsonl (snapshot.go)
+	keep keeper      // the states State returned, with Store.KeepLogs (kept.go)
 }
 
 // An appender is a Log's writer of events.jsonl: it takes the run lock
@@ -463,8 +464,19 @@ func (l *Log) replay(st *state.State, size int64, from int64, acts *[]mailbox.Ac
 // log after it, up to the log's last complete line. A state that tracks
 // tasks only starts from tasks.json, which stays small however many
 // messages are open; one that tracks open messages from open.jsonl
-// (docs/files.md, Snapshots).
+// (docs/files.md, Snapshots). A Log kept by a long-lived process
+// (Store.KeepLogs) starts from the state of the same kind it returned
+// last, reading only what was appended since (keeper, kept.go). The
+// state is the caller's: it may change it.
 func (l *Log) State(ctx context.Context, empty *state.State) (*state.State, error) {
+	if l.store.KeepLogs {
+		return l.keptState(empty)
+	}
+	return l.readState(empty)
+}
+
+// readState is State from a snapshot.
+func (l *Log) readState(empty *state.State) (*state.State, error) {
 	var st *state.State
 	if empty.Open == nil {
 		st = l.readSnapshot()

@@ -66,6 +66,7 @@ type repairLine struct {
 // temporary file, streaming, so memory does not grow with the log.
 func (l *Log) repair(ctx context.Context) (*store.RepairReport, error) {
 	defer l.dropCache()
+	defer l.keep.drop()
 	rep := &store.RepairReport{Run: l.manifest.ID, TempRemoved: l.removeTemps(), WakeRemoved: l.removeStaleWakes()}
 	if l.badManifest != nil {
 		if err := l.rewriteManifest(rep); err != nil {

@@ -184,6 +184,10 @@ func Find(dir string, perm crew.Perm) (*Store, error) {
 	if filepath.Base(abs) == DirName && isDir(abs) {
 		return checkLayout(&Store{dir: abs, Perm: perm})
 	}
+	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
+		// A mistyped --dir or CREW_DIR: crew init would make a second root.
+		return nil, fmt.Errorf("no directory %s (crew init --dir %s makes a state root there): %w", abs, abs, crew.ErrNotFound)
+	}
 	for d := abs; ; d = filepath.Dir(d) {
 		if isDir(filepath.Join(d, DirName)) {
 			return checkLayout(&Store{dir: filepath.Join(d, DirName), Perm: perm})

@@ -81,6 +81,9 @@ func Permissions(role Role, agent string) jwt.Permissions {
 		kvPut(MailBucket, "mail.*.crew.>"), kvGet(MailBucket, "mail.*.crew.>"), kvGet(MailBucket, "archive.*.crew.>"),
 		// Which mailboxes exist, the projection marks, the id claims.
 		kvGet(MailBucket, "box.*"), kvList(MailBucket, "box.>"), kvGet(MailBucket, "projected.*"),
+		// The runs' snapshots, read only: a worker's could be forged
+		// (SnapshotBucket). They hold what the runs' logs hold.
+		kvGet(SnapshotBucket, "*"),
 		kvGet(MailBucket, "name.>"), kvPut(MailBucket, "box."+agent), kvPut(MailBucket, "name.box."+a),
 		// Wake-ups (core NATS, crew.wake.<run>.<participant>): a writer
 		// wakes the waiters of every participant its event concerns.
@@ -104,6 +107,8 @@ func Permissions(role Role, agent string) jwt.Permissions {
 			// Every mailbox: create (a task's agent's), read, list, deliver
 			// any copy a writer left undelivered; the projection marks.
 			kvPut(MailBucket, "box.*"), kvPut(MailBucket, "name.>"), kvPut(MailBucket, "mail.*.>"), kvPut(MailBucket, "projected.*"),
+			// The runs' snapshots, written after the mark (SnapshotBucket).
+			kvPut(SnapshotBucket, "*"),
 			kvGet(MailBucket, ">"), "$JS.API.CONSUMER.CREATE.KV_"+MailBucket+".>",
 			// The agents lock of creators of runs and tasks.
 			kvGet(LockBucket, agentsKey), kvPut(LockBucket, agentsKey), "$JS.API.CONSUMER.CREATE.KV_"+LockBucket+".>",

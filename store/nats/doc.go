@@ -38,6 +38,19 @@
 // (see Mail), with the projection mark of each run: how far the run's
 // messages have been copied into it.
 //
+// Snapshots. A process that opens a run starts from the run's snapshot
+// in SnapshotBucket (its whole state as of a seq, gzip-compressed JSON)
+// and reads only the events after it. The snapshot is a projection, never
+// the source of truth: it is used only if the stream's message at its seq
+// still has the SHA-256 it names and the projection mark has reached its
+// seq; otherwise the run is replayed from seq 1. Its writer moves the
+// mark first, then puts the snapshot, so a crash between the two leaves
+// the mark ahead (safe), never the snapshot. Writers write it after
+// bursts (snapshotDue), not every commit; only processes that may move
+// the mark do (the leader's, or any without authorization): a worker's
+// credentials read snapshots and cannot write them (docs/nats.md,
+// Snapshots).
+//
 // Locks. Creators of runs and tasks take turns through the key agents of
 // the bucket LockBucket (see Store.LockAgents); nothing else locks.
 //

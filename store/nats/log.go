@@ -20,9 +20,9 @@ import (
 )
 
 // Log is a run's log on JetStream (store.Log), with the state this
-// process has reduced from it. The state is a replay of the log (no
-// snapshot is kept on the server); each call reads only what was
-// appended since the last.
+// process has reduced from it. The state starts from the run's snapshot
+// (SnapshotBucket), when it is usable, and replays the log after it;
+// each call reads only what was appended since the last.
 //
 // Where the file store serialises writers with the run lock, this one
 // lets them race and lets the server pick the winner (Store.Append's
@@ -57,6 +57,9 @@ type Log struct {
 	// done is the seq up to which this process has delivered every copy
 	// (at least as far as mark), which the mark may lag behind.
 	done int64
+	// snapSeq is the seq of the latest snapshot this process read or
+	// wrote (0: none), from which the next is due (snapshotDue).
+	snapSeq int64
 }
 
 // While a process is the run's only writer, the projection mark may lag
@@ -81,10 +84,18 @@ const maxActs = 1024
 // caller holds l.mu and must not keep the state past it.
 func (l *Log) catchUp(ctx context.Context) (*state.State, error) {
 	if l.st == nil {
+		// The snapshot first, then the mark: a snapshot is used only if
+		// the mark has reached it (SnapshotBucket), so that the copies
+		// of the events before it are known to be delivered.
+		snap := l.s.loadSnapshot(ctx, l.run)
 		if err := l.readMark(ctx); err != nil {
 			return nil, err
 		}
-		l.st, l.acts, l.from = state.New(), nil, l.mark
+		if snap == nil || snap.Seq > l.mark {
+			snap = state.New()
+		}
+		l.st, l.acts, l.from = snap, nil, l.mark
+		l.snapSeq = max(l.snapSeq, snap.Seq)
 	}
 	st := l.st
 	err := l.s.Read(ctx, l.run, st.Seq, func(e *events.Event) error {
@@ -138,6 +149,7 @@ func (l *Log) State(ctx context.Context, empty *state.State) (*state.State, erro
 	if err != nil {
 		return nil, err
 	}
+	l.checkpoint(ctx)
 	return st.Copy(), nil
 }
 
@@ -243,7 +255,29 @@ func (t *tail) Project(ctx context.Context, _ *state.State, evs []*events.Event,
 	}
 	t.l.s.notify(t.l.run, evs)
 	t.l.acts = append(t.l.acts, acts...)
-	t.l.projectUpTo(context.WithoutCancel(ctx), evs[len(evs)-1].Seq)
+	ctx = context.WithoutCancel(ctx)
+	t.l.projectUpTo(ctx, evs[len(evs)-1].Seq, false)
+	t.l.checkpoint(ctx)
+}
+
+// checkpoint writes the state as the run's snapshot when one is due
+// (snapshotDue) and this process may write it (Store.maySnapshot). In
+// the order SnapshotBucket asks: it delivers the copies up to the
+// state's seq that are not known to be delivered and moves the
+// projection mark there (projectUpTo), then writes the snapshot. A
+// failure leaves the snapshot to the next writer it is due for. The
+// caller holds l.mu.
+func (l *Log) checkpoint(ctx context.Context) {
+	st := l.st
+	if st == nil || len(st.Damage) > 0 || !l.s.maySnapshot() || !snapshotDue(st, l.snapSeq) {
+		return
+	}
+	seq := st.Seq
+	l.snapSeq = seq // tried once: a snapshot that cannot be written is not tried on every commit
+	if l.projectUpTo(ctx, seq, true); !l.markKnown || l.mark < seq {
+		return
+	}
+	l.s.writeSnapshot(ctx, st)
 }
 
 // SetAsync implements store.Log: an operation returns once its mail
@@ -261,8 +295,10 @@ func (l *Log) Sync() {}
 // set), so two writers projecting the same events is harmless, and the
 // copies of a writer that died after its append are delivered by the
 // next, as docs/mail-tree.md (Copies of run messages) asks of the file store. A failure leaves the mark
-// where it was, and the next operation tries again.
-func (l *Log) projectUpTo(ctx context.Context, seq int64) {
+// where it was, and the next operation tries again. With force, the
+// mark is moved to seq however little it lags (a snapshot at seq is to
+// be written: checkpoint).
+func (l *Log) projectUpTo(ctx context.Context, seq int64, force bool) {
 	// Events between this process's last operation and this one are
 	// other writers'.
 	others := seq-1 > l.done
@@ -285,7 +321,7 @@ func (l *Log) projectUpTo(ctx context.Context, seq int64) {
 		// every copy up to it is delivered, is the leader's to move.
 		return
 	}
-	if !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
+	if !force && !others && seq-l.mark < markEvery && time.Since(l.markAt) < markAge {
 		return
 	}
 	for range 5 {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -75,6 +76,11 @@ type Store struct {
 	streams map[string]jetstream.Stream // by run id
 	logs    map[string]*Log             // by run id, with Options.KeepLogs
 	lockKV  jetstream.KeyValue          // LockBucket, once found
+	snapKV  jetstream.KeyValue          // SnapshotBucket, once found
+
+	// read counts the events Read has decoded (tests: a reader that
+	// starts from a snapshot reads only the events after it).
+	read atomic.Int64
 
 	waiters *waiterSet // wake-up waiters (wake.go), poked after a reconnection
 }
@@ -613,6 +619,7 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 		if e == nil {
 			return nil // the end of the log
 		}
+		s.read.Add(1)
 		if err := fn(e); err != nil {
 			return err
 		}
@@ -644,6 +651,7 @@ func (s *Store) Read(ctx context.Context, run string, since int64, fn func(*even
 			got := 0
 			for m := range batch.Messages() {
 				got++
+				s.read.Add(1)
 				if stop = feed(run, next, m, fn); stop != nil {
 					return stop
 				}

@@ -1,0 +1,37 @@
+package agenthook
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRequestWoken: Claude Code's UserPromptSubmit whose prompt is the
+// notice of a wake (its input as the real claude 2.1.332 sent it) is a
+// woken prompt; a person's prompt, and another event, are not.
+func TestRequestWoken(t *testing.T) {
+	a, err := Find("claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := `{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"<task-notification>\n<summary>Stop hook feedback</summary>\n</task-notification>\n<system-reminder>\nStop hook blocking error from command \"UserPromptSubmit\": crew: new from the leader\n</system-reminder>"}`
+	for _, c := range []struct {
+		event, input string
+		woken        bool
+	}{
+		{"UserPromptSubmit", wake, true},
+		{"UserPromptSubmit", `{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"Work on your crew task."}`, false},
+		{"PostToolUse", `{"session_id":"s1","hook_event_name":"PostToolUse","prompt":"<task-notification>"}`, false},
+	} {
+		in, err := ReadInput(strings.NewReader(c.input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := a.Request(c.event, in, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Woken != c.woken {
+			t.Errorf("%s %s: Woken %v, want %v", c.event, c.input, req.Woken, c.woken)
+		}
+	}
+}
