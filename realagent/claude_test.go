@@ -197,26 +197,7 @@ func TestClaudeLeader(t *testing.T) {
 	}
 	// The worker asks while the leader's tool call runs.
 	question := "Keep the byte version?"
-	ask := exec.Command(crewBin, "--dir", p.dir, "ask", question, "--run", "r1", "--task", "t1", "--wait", "--timeout", "2m")
-	var out strings.Builder
-	ask.Stdout, ask.Stderr = &out, &out
-	if err := ask.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ask.Wait() }()
-	reqs = model.WaitMain(t, 2, time.Minute)
-	if !reqs[1].Shows(question) {
-		t.Fatalf("the worker's question is not in the leader's next request:\n%s", reqs[1].Body)
-	}
-	select {
-	case err := <-done:
-		if err != nil || !strings.Contains(out.String(), answer) {
-			t.Fatalf("crew ask --wait: %v: %s", err, out.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("crew ask --wait got no answer:\n%s", a.output())
-	}
+	askWhileLeaderWorks(t, p, model, a, question, answer)
 	a.waitOutput(t, "Answered.", time.Minute)
 	a.waitOutput(t, `"type":"result"`, time.Minute)
 	n := len(model.Main())
@@ -318,4 +299,32 @@ func TestClaudeTmuxWoken(t *testing.T) {
 		t.Fatalf("the woken request does not show the steer once:\n%s", reqs[1].Body)
 	}
 	t.Logf("idle interactive session: steer → next model request %v", reqs[1].At.Sub(sent).Round(time.Millisecond))
+}
+
+// askWhileLeaderWorks runs a worker's crew ask --wait for task t1 of run
+// r1 in p while the leader a is in its first tool call: the question must
+// be in the leader's next (second) model request, and the answer the
+// leader gives must reach ask --wait within a minute.
+func askWhileLeaderWorks(t *testing.T, p *project, model *fakemodel.Server, a *agentRun, question, answer string) {
+	t.Helper()
+	ask := exec.Command(crewBin, "--dir", p.dir, "ask", question, "--run", "r1", "--task", "t1", "--wait", "--timeout", "2m")
+	var out strings.Builder
+	ask.Stdout, ask.Stderr = &out, &out
+	if err := ask.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ask.Wait() }()
+	reqs := model.WaitMain(t, 2, time.Minute)
+	if !reqs[1].Shows(question) {
+		t.Fatalf("the worker's question is not in the leader's next request:\n%s", reqs[1].Body)
+	}
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), answer) {
+			t.Fatalf("crew ask --wait: %v: %s", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("crew ask --wait got no answer:\n%s", a.output())
+	}
 }

@@ -1,7 +1,6 @@
 package realagent
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -124,25 +123,6 @@ func TestCodexLeader(t *testing.T) {
 		t.Fatalf("no leader's brief:\n%s", reqs[0].Body)
 	}
 	// The worker asks while the leader's shell command runs.
-	ask := exec.Command(crewBin, "--dir", p.dir, "ask", question, "--run", "r1", "--task", "t1", "--wait", "--timeout", "2m")
-	var out strings.Builder
-	ask.Stdout, ask.Stderr = &out, &out
-	if err := ask.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ask.Wait() }()
-	reqs = model.WaitMain(t, 2, time.Minute)
-	if !reqs[1].Shows(question) {
-		t.Fatalf("the worker's question is not in the leader's next request:\n%s", reqs[1].Body)
-	}
-	select {
-	case err := <-done:
-		if err != nil || !strings.Contains(out.String(), answer) {
-			t.Fatalf("crew ask --wait: %v: %s", err, out.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("crew ask --wait got no answer:\n%s", a.output())
-	}
+	askWhileLeaderWorks(t, p, model, a, question, answer)
 	a.wait(t, time.Minute)
 }

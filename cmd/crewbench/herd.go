@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -465,19 +464,7 @@ func runCurves(tmp string, c config, f *HerdFigures) error {
 		if err != nil {
 			return err
 		}
-		f.BoardMs[k], err = median3(5, func() (float64, error) {
-			start := time.Now()
-			resp, err := client.Get(base + "/runs/" + id + "/")
-			if err != nil {
-				return 0, err
-			}
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("GET the board: %s", resp.Status)
-			}
-			return float64(time.Since(start).Microseconds()) / 1000, err
-		})
+		f.BoardMs[k], err = median3(5, func() (float64, error) { return getBoard(client, base+"/runs/"+id+"/") })
 		stop()
 		if err != nil {
 			return err
