@@ -268,7 +268,9 @@ func (l *lazyFS) kill() {
 	if l.cmd == nil || l.cmd.Process == nil {
 		return
 	}
-	l.killed = true
+	if l.alive() {
+		l.killed = true // one that had ended on its own stays so (failedOnItsOwn)
+	}
 	l.cmd.Process.Signal(syscall.SIGKILL)
 	<-l.exited
 }
