@@ -1,6 +1,7 @@
 package realagent
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -8,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,11 +280,22 @@ func TestClaudeTmuxWoken(t *testing.T) {
 		out, _ := exec.Command(tmux, "-S", socket, "capture-pane", "-p").CombinedOutput()
 		return string(out)
 	}
+	out, err := exec.Command(tmux, "-S", socket, "display-message", "-p", "#{pane_pid}").Output()
+	if err != nil {
+		t.Fatalf("tmux display-message: %v", err)
+	}
+	panePID, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("tmux pane pid %q: %v", out, err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the pane:\n%s", pane())
 		}
 		exec.Command(tmux, "-S", socket, "kill-server").Run()
+		// Claude Code and its hooks still write in HOME and the project
+		// as they end: the temporary directories go once they have.
+		endSession(t, panePID)
 	})
 	model.WaitMain(t, 1, time.Minute)
 	deadline := time.Now().Add(time.Minute)
@@ -327,4 +341,50 @@ func askWhileLeaderWorks(t *testing.T, p *project, model *fakemodel.Server, a *a
 	case <-time.After(time.Minute):
 		t.Fatalf("crew ask --wait got no answer:\n%s", a.output())
 	}
+}
+
+// endSession waits until every process of session sid (a tmux pane's,
+// whose first process leads it) has ended, killing those left after 5 s.
+// Linux: it reads the session of each process in /proc/PID/stat (proc(5)).
+func endSession(t *testing.T, sid int) {
+	t.Helper()
+	for _, kill := range []bool{false, true} {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			left := sessionProcs(sid)
+			if len(left) == 0 {
+				return
+			}
+			if kill {
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("processes of session %d still there 10 s after tmux kill-server: %v", sid, sessionProcs(sid))
+}
+
+// sessionProcs returns the processes of session sid that have not ended
+// (zombies have).
+func sessionProcs(sid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...: comm may hold spaces.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 3 && f[0] != "Z" && f[3] == strconv.Itoa(sid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
