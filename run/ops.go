@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -228,9 +227,7 @@ func taskView(st *state.State, id string) *state.State {
 	v := state.NewTasks()
 	v.Run, v.Leader, v.Seq, v.Offset = st.Run, st.Leader, st.Seq, st.Offset
 	if t := st.Tasks[id]; t != nil {
-		c := *t
-		c.Workers = slices.Clone(t.Workers)
-		v.Tasks[id] = &c
+		v.Tasks[id] = t.Copy()
 	}
 	return v
 }

@@ -301,12 +301,19 @@ func (s *State) CopyTasks() *State {
 	c.Open = nil
 	c.Tasks = make(map[string]*Task, len(s.Tasks))
 	for id, t := range s.Tasks {
-		tc := *t
-		tc.Workers = slices.Clone(t.Workers)
-		c.Tasks[id] = &tc
+		c.Tasks[id] = t.Copy()
 	}
 	c.Files = maps.Clone(s.Files)
 	c.Damage = append([]string(nil), s.Damage...)
+	return &c
+}
+
+// Copy returns a copy of t that Apply may change without changing t:
+// its workers are copied too (the times it points to Apply only
+// replaces).
+func (t *Task) Copy() *Task {
+	c := *t
+	c.Workers = slices.Clone(t.Workers)
 	return &c
 }
 

@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -178,7 +179,7 @@ func (w *wakeWaiter) missed(ctx context.Context) bool {
 		}
 		return nil
 	})
-	return found || (err != nil && err != events.ErrStopScan)
+	return found || (err != nil && !errors.Is(err, events.ErrStopScan))
 }
 
 // Close implements store.Waiter.
