@@ -243,10 +243,15 @@ func TestWorkflowRunsACrew(t *testing.T) {
 	if got := readFile(t, filepath.Join(dir, "out", "todos.txt")); !strings.Contains(got, "./main.go:3:// TODO: say hello") || !strings.Contains(got, "./README:1:FIXME: write me") {
 		t.Errorf("out/todos.txt:\n%s", got)
 	}
-	for _, f := range []string{".crew/state/runs/ci-4242-1/events.jsonl", ".crew/logs/leader.log", ".crew/logs/todos.log"} {
+	for _, f := range []string{".crew/state/runs/ci-4242-1/events.jsonl", ".crew/logs/leader.log", ".crew/state/runs/ci-4242-1/workers/todos.log"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("the artifact would lack %s: %v", f, err)
 		}
+	}
+	// Each worker ran under crew spawn, which recorded its start and exit.
+	events := readFile(t, filepath.Join(dir, ".crew/state/runs/ci-4242-1/events.jsonl"))
+	if n, m := strings.Count(events, `"type":"worker.started"`), strings.Count(events, `"type":"worker.exited"`); n != 2 || m != 2 {
+		t.Errorf("%d workers started and %d exited under crew spawn, want 2 and 2", n, m)
 	}
 	if log := readFile(t, filepath.Join(dir, ".crew/logs/leader.log")); strings.Count(log, "question from ") != 2 {
 		t.Errorf("the leader answered %d questions:\n%s", strings.Count(log, "question from "), log)
@@ -276,7 +281,7 @@ func TestWorkflowReportsAFailedCrew(t *testing.T) {
 	if suites.Tests != 2 || suites.Failures != 1 {
 		t.Errorf("junit: %+v", suites)
 	}
-	if log := readFile(t, filepath.Join(dir, ".crew/logs/todos.log")); !strings.Contains(log, `task todos is not done: its check "test -f out/todos.txt`) {
+	if log := readFile(t, filepath.Join(dir, ".crew/state/runs/ci-4242-1/workers/todos.log")); !strings.Contains(log, `task todos is not done: its check "test -f out/todos.txt`) {
 		t.Errorf("the worker's log does not show the refused check:\n%s", log)
 	}
 }
@@ -304,9 +309,12 @@ func readJUnit(t *testing.T, path string) junitSuites {
 	return s
 }
 
-// stopLeftovers kills the helpers a failed test may have left running, by
-// the pids leader.sh saved.
+// stopLeftovers stops the helpers a failed test may have left running: the
+// workers through crew run stop, the watcher by the pid leader.sh saved.
 func stopLeftovers(t *testing.T, dir string) {
+	stop := exec.Command(filepath.Join(crewBin, "crew"), "run", "stop", "--run", "ci-4242-1")
+	stop.Dir = dir
+	stop.Run() // nothing to stop, or no run made: either is fine here
 	pids, _ := filepath.Glob(filepath.Join(dir, ".crew", "logs", "*.pid"))
 	for _, f := range pids {
 		data, err := os.ReadFile(f)

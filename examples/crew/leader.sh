@@ -2,12 +2,15 @@
 # The leader of the example crew (examples/github-actions.yml).
 #
 #   leader.sh start   create the run $CREW_RUN with its tasks, start one
-#                     worker per task and a watcher that answers questions
-#   leader.sh stop    stop what start left running (by the pids it saved)
+#                     supervised worker per task (crew spawn) and a
+#                     watcher that answers questions
+#   leader.sh stop    stop what start left running: the workers through
+#                     crew run stop, the watcher by the pid it saved
 #
-# The helpers' logs and pids go to .crew/logs/, which the workflow keeps
-# with the run. Waiting and reporting are the workflow's own steps:
-# crew run wait, crew run report.
+# A worker's output goes to its task's worker log (crew task logs TASK),
+# the watcher's log and pid to .crew/logs/; the workflow keeps both with
+# the run. Waiting and reporting are the workflow's own steps: crew run
+# wait, crew run report.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=.crew/logs
@@ -29,22 +32,28 @@ start() {
   nohup crew watch --agent leader --since 0 --exec "$here/answer.sh" > "$logs/leader.log" 2>&1 &
   echo $! > "$logs/leader.pid"
 
+  # crew spawn supervises each worker: it records the worker's start and
+  # exit, fails the task if the worker dies before ending it, and stops
+  # the worker when the task is cancelled or the run stopped.
   for task in inventory todos; do
-    CREW_TASK=$task nohup "$here/worker.sh" > "$logs/$task.log" 2>&1 &
-    echo $! > "$logs/$task.pid"
+    nohup crew spawn "$task" -- "$here/worker.sh" > "$logs/$task.spawn.log" 2>&1 &
   done
   crew task list
 }
 
 stop() {
-  shopt -s nullglob
-  for f in "$logs"/*.pid; do
-    pid=$(cat "$f")
-    if kill "$pid" 2>/dev/null; then
-      echo "stopped $(basename "$f" .pid) ($pid)"
+  # Cancels what has not ended and stops every worker still running,
+  # waiting for each exit to be recorded ("nothing to stop" when all ended).
+  crew run stop --reason "the workflow ended"
+  # The watcher is no worker of the run: stop it by its pid, if that pid
+  # is still the watcher (a pid may have been reused since).
+  if [ -f "$logs/leader.pid" ]; then
+    pid=$(cat "$logs/leader.pid")
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q 'crew watch' && kill "$pid"; then
+      echo "stopped leader ($pid)"
     fi
-    rm -f "$f"
-  done
+    rm -f "$logs/leader.pid"
+  fi
 }
 
 case "${1:-}" in

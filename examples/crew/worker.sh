@@ -15,7 +15,7 @@
 # failed crew looks like (its done-when check refuses to complete it).
 set -euo pipefail
 : "${CREW_RUN:?}" "${CREW_TASK:?}"
-trap 'crew task fail --reason "worker.sh failed (line $LINENO, exit $?); see .crew/logs/$CREW_TASK.log"' ERR
+trap 'crew task fail --reason "worker.sh failed (line $LINENO, exit $?); see crew task logs $CREW_TASK"' ERR
 
 crew task start
 answer=$(crew ask "How should I do $CREW_TASK?" --wait --timeout 5m)
