@@ -80,6 +80,10 @@ func init() {
 // leaves the name it did not find.
 const unknownCommand = "unknownCommand"
 
+// commandWords is the App.Metadata key under which reorder leaves the
+// words of the command line that name commands (["hook", "claude"]).
+const commandWords = "commandWords"
+
 // commandLine is the App.Metadata key of the arguments crew was given
 // (before reorder), for the hints that show a corrected command line.
 const commandLine = "commandLine"
@@ -250,6 +254,7 @@ func reorder(app *cli.App, args []string) []string {
 		}
 		positional = append(positional, a)
 	}
+	app.Metadata[commandWords] = path
 	out := append(globals, path...)
 	out = append(out, flags...)
 	if help {

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -91,11 +92,29 @@ func agentHook(c *cli.Context, a hookAgent) error {
 	err := answerHook(c, a)
 	switch {
 	case err == errWoken:
-		return cli.Exit("", wakeExit)
+		return wokenExit
 	case err != nil:
 		return cli.Exit("hook: "+human.Escape(message(err)), exitIO)
 	}
 	return nil
+}
+
+// wokenExit is the error of a wait hook that delivered: exit wakeExit,
+// nothing more on standard error.
+var wokenExit = cli.Exit("", wakeExit)
+
+// hookFailure is the error of a crew hook command line that failed:
+// exit 1 whatever the failure, a usage error too (a flag this crew does
+// not know in a hand-edited settings file, an agent it does not know),
+// since exit 2 blocks Claude Code's stop, wakes a session from an
+// asyncRewake hook and replaces a tool's output on Codex (docs/cli.md).
+// Only the wait hook's wake (wokenExit) is exit 2.
+func hookFailure(err error) error {
+	var ec cli.ExitCoder
+	if errors.Is(err, wokenExit) || errors.As(err, &ec) && ec.ExitCode() == exitIO {
+		return err
+	}
+	return cli.Exit("hook: "+human.Escape(message(err)), exitIO)
 }
 
 func answerHook(c *cli.Context, a hookAgent) error {

@@ -83,6 +83,9 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if name, ok := app.Metadata[unknownCommand].(string); ok && err == nil {
 		err = unknown(app, name)
 	}
+	if words, _ := app.Metadata[commandWords].([]string); err != nil && len(words) > 0 && words[0] == "hook" {
+		err = hookFailure(err)
+	}
 	return err
 }
 
