@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,9 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/urfave/cli/v2"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
+	"github.com/crew-dev/crew/internal/fsys"
 )
 
 // wakeExit is the wait hook's exit status when it delivers: Claude
@@ -80,12 +83,12 @@ func wait(c *cli.Context, e *env, a hookAgent, in hookInput) error {
 
 // waitLock is the lock of the wait hooks of one session (its id, none
 // for an agent that gives none) of one participant: a file in a
-// directory of the user's in the system's temporary directory. The
-// lock (flock(2)) goes with the process that holds it, so a killed
-// hook leaves none behind.
+// directory of the user's in the system's temporary directory
+// (waitLockDir). The lock (flock(2)) goes with the process that holds
+// it, so a killed hook leaves none behind.
 func waitLock(c *cli.Context, session string) (*flock.Flock, error) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("crew-wait-%d", os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := waitLockDir()
+	if err != nil {
 		return nil, err
 	}
 	wd, _ := os.Getwd()
@@ -97,4 +100,32 @@ func waitLock(c *cli.Context, session string) (*flock.Flock, error) {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return flock.New(filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock")), nil
+}
+
+// waitLockDir is the directory of the wait hooks' locks,
+// crew-wait-UID in the system's temporary directory, made 0700 if
+// there is none. Anyone may make that name in a shared /tmp first: one
+// that is not a real directory of the user's (a symbolic link, another
+// user's directory) or that others may write to is refused, since who
+// could write there could hold a session's lock, and the wait hook
+// would then exit 0 at once and never wake the agent.
+func waitLockDir() (string, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("crew-wait-%d", os.Geteuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	uid, ok := fsys.Owner(fi)
+	switch {
+	case !fi.IsDir():
+		return "", fmt.Errorf("wait hook's lock directory %s is not a directory (%s): remove it: %w", dir, fi.Mode().Type(), crew.ErrTampered)
+	case ok && uid != os.Geteuid():
+		return "", fmt.Errorf("wait hook's lock directory %s belongs to user %d, not to you: remove it: %w", dir, uid, crew.ErrTampered)
+	case ok && fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("wait hook's lock directory %s has mode %s, others may use it: make it 0700 or remove it: %w", dir, fi.Mode().Perm(), crew.ErrTampered)
+	}
+	return dir, nil
 }

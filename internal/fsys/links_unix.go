@@ -15,3 +15,12 @@ func Links(fi fs.FileInfo) uint64 {
 	}
 	return 1
 }
+
+// Owner returns the user id of the owner of the file fi describes
+// (stat(2) st_uid); ok is false where the system does not say.
+func Owner(fi fs.FileInfo) (uid int, ok bool) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), true
+	}
+	return 0, false
+}
