@@ -130,8 +130,14 @@ type Input struct {
 // claude, realagent TestClaudeWokenHoldsFollowUp).
 const wakePrompt = "<task-notification>"
 
+// Wakes reports whether a's prompt may be its own wake (Claude Code's,
+// woken by its wait hook, WaitEvents). No other agent has one: a prompt
+// of Codex or Gemini CLI that begins as Claude's wake is a person's.
+func (a Agent) Wakes() bool { return len(a.WaitEvents) > 0 }
+
 // Woken reports whether the input's prompt is none a person typed
-// (Claude Code's notice of a background task: wakePrompt).
+// (Claude Code's notice of a background task: wakePrompt). Only an agent
+// that Wakes has one.
 func (in Input) Woken() bool { return strings.HasPrefix(in.Prompt, wakePrompt) }
 
 // ReadInput reads a hook's JSON input from r, at most 16 MiB (none: the
@@ -162,7 +168,7 @@ func (a Agent) Request(event string, in Input, via string) (app.Deliver, error) 
 	if in.HookEventName != "" && in.HookEventName != event {
 		return app.Deliver{}, fmt.Errorf("hook %s got the input of %s: %w", event, in.HookEventName, crew.ErrInvalid)
 	}
-	return app.Deliver{Moment: a.Events[i].At, Session: in.SessionID, StopActive: in.StopHookActive, Woken: a.Events[i].At == app.AtPrompt && in.Woken(), Tools: a.Tools, Via: via}, nil
+	return app.Deliver{Moment: a.Events[i].At, Session: in.SessionID, StopActive: in.StopHookActive, Woken: a.Events[i].At == app.AtPrompt && a.Wakes() && in.Woken(), Tools: a.Tools, Via: via}, nil
 }
 
 // Output is a hook's answer.

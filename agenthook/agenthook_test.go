@@ -35,3 +35,23 @@ func TestRequestWoken(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestWokenClaudeOnly: only Claude Code's prompt may be its
+// wake. Codex and Gemini CLI have none: a person's prompt that begins as
+// Claude's wake is a person's there, and its follow-up is not held back
+// (the breaker's finding).
+func TestRequestWokenClaudeOnly(t *testing.T) {
+	for _, c := range []struct{ agent, event string }{{"codex", "UserPromptSubmit"}, {"gemini", "BeforeAgent"}} {
+		a, err := Find(c.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := a.Request(c.event, Input{SessionID: "s1", Prompt: "<task-notification> typed by a person"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Woken {
+			t.Errorf("%s %s: a prompt that begins %s is Woken; only Claude Code has a wake", c.agent, c.event, wakePrompt)
+		}
+	}
+}
