@@ -128,6 +128,8 @@ func TestHTTPHookRefusals(t *testing.T) {
 		{"unknown run", "PostToolUse", "t1", func(r *http.Request) { r.Header.Set("X-Crew-Run", "r9") }, 404, "r9"},
 		{"bad task id", "PostToolUse", "../x", nil, 400, "task"},
 		{"unknown event", "PreToolUse", "t1", nil, 400, "PreToolUse"},
+		{"unknown agent", "PostToolUse", "t1", func(r *http.Request) { r.URL.Path = "/hooks/x/PostToolUse" }, 404, "unknown agent x (claude, codex)"},
+		{"gemini", "AfterTool", "t1", func(r *http.Request) { r.URL.Path = "/hooks/gemini/AfterTool" }, 404, "commands only"},
 		{"no token", "PostToolUse", "t1", func(r *http.Request) { r.Header.Del("Authorization") }, 401, "token"},
 		{"wrong token", "PostToolUse", "t1", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+strings.Repeat("0", 64)) }, 401, "token"},
 		{"another host", "PostToolUse", "t1", func(r *http.Request) { r.Host = "evil.example:80" }, 421, "host"},

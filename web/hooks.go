@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,8 +25,9 @@ import (
 // recorded with events.ViaHTTPHook. A request crew cannot answer gets a
 // status that is not 2xx and the reason as plain text, which Claude
 // Code shows as a hook error and goes on from (as from crew hook's exit
-// 1): 400 for a bad agent, event, identity or input, 404 for an unknown
-// run or task, 409 for a conflict, 500 for the rest.
+// 1): 400 for a bad event, identity or input, 404 for an unknown
+// agent (Gemini CLI's too: its hooks are commands only), run or task,
+// 409 for a conflict, 500 for the rest.
 //
 // A message is marked delivered only once its answer was written to the
 // connection and flushed (app.Deliver.Show): when the agent's
@@ -59,6 +61,24 @@ func (h hookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "crew: "+err.Error(), status)
 }
 
+// httpAgents are the agents whose hooks crew serve answers over HTTP:
+// Gemini CLI's hooks are commands only (crew setup gemini --http is
+// refused).
+var httpAgents = []string{"claude", "codex"}
+
+// httpHookAgent is the agent of an HTTP hook's path: another is
+// crew.ErrNotFound (404), naming those there are.
+func httpHookAgent(name string) (agenthook.Agent, error) {
+	a, err := agenthook.Find(name)
+	switch {
+	case err == nil && slices.Contains(httpAgents, name):
+		return a, nil
+	case err == nil:
+		return a, fmt.Errorf("%s's hooks are commands only (crew hook %s EVENT), no HTTP hooks: %w", a.Title, name, crew.ErrNotFound)
+	}
+	return a, fmt.Errorf("unknown agent %s (%s): %w", name, strings.Join(httpAgents, ", "), crew.ErrNotFound)
+}
+
 // answer answers r; written says whether the answer reached w (an
 // error after it can no longer be told).
 func (h hookHandler) answer(w http.ResponseWriter, r *http.Request) (written bool, err error) {
@@ -70,9 +90,9 @@ func (h hookHandler) answer(w http.ResponseWriter, r *http.Request) (written boo
 		return false, fmt.Errorf("a hook's path ends in AGENT/EVENT, such as /hooks/claude/PostToolUse: %w", crew.ErrInvalid)
 	}
 	name, event := parts[len(parts)-2], parts[len(parts)-1]
-	a, err := agenthook.Find(name)
+	a, err := httpHookAgent(name)
 	if err != nil {
-		return false, fmt.Errorf("%v: %w", err, crew.ErrInvalid)
+		return false, err
 	}
 	id := app.Identity{Run: r.Header.Get(agentconfig.HeaderRun), Task: r.Header.Get(agentconfig.HeaderTask), As: r.Header.Get(agentconfig.HeaderAgent)}
 	for _, v := range []struct{ kind, id, header string }{{"run", id.Run, agentconfig.HeaderRun}, {"task", id.Task, agentconfig.HeaderTask}, {"agent", id.As, agentconfig.HeaderAgent}} {
