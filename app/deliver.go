@@ -141,9 +141,9 @@ type Delivery struct {
 // run's leader's when the identity's agent is the leader's name
 // (deliverToLeader); else the agent is no crew agent, and it delivers
 // nothing and opens nothing. Errors:
-// crew.ErrInvalid for an unknown moment or a bad task id, those of
-// opening the run (crew.ErrNotFound) and the task, and I/O errors of
-// the store and of the stop count.
+// crew.ErrInvalid for an unknown moment, a bad task id or a session id
+// longer than MaxSession, those of opening the run (crew.ErrNotFound)
+// and the task, and I/O errors of the store and of the stop count.
 func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	d := &Delivery{Moment: req.Moment}
 	switch req.Moment {
@@ -153,6 +153,9 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	}
 	if req.Peek && req.Moment != AtSessionStart {
 		return nil, fmt.Errorf("peek is for the session-start moment only: %w", crew.ErrInvalid)
+	}
+	if len(req.Session) > MaxSession {
+		return nil, fmt.Errorf("session id of %d bytes, more than %d: %w", len(req.Session), MaxSession, crew.ErrInvalid)
 	}
 	if req.Task == "" && a.Identity.Task == "" {
 		return a.deliverToLeader(ctx, req, d)
@@ -612,3 +615,8 @@ func listMessages(msgs []events.Message) string {
 	}
 	return b.String()
 }
+
+// MaxSession is the longest session id Deliver takes, in bytes: the id
+// is kept in the task's count of stops (workers/TASK.stops), and one of
+// 64 KiB made a record crew could not read back. Agents' ids are UUIDs.
+const MaxSession = 1024

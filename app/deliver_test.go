@@ -105,6 +105,11 @@ func TestDeliverNoTask(t *testing.T) {
 	if _, err := a.Deliver(context.Background(), app.Deliver{Moment: "later"}); !errors.Is(err, crew.ErrInvalid) {
 		t.Fatalf("unknown moment: %v, want crew.ErrInvalid", err)
 	}
+	// A session id over MaxSession made a stop count crew could not read
+	// back (the breaker's finding): refused.
+	if _, err := a.Deliver(context.Background(), app.Deliver{Moment: app.AtStop, Session: strings.Repeat("s", app.MaxSession+1)}); !errors.Is(err, crew.ErrInvalid) {
+		t.Fatalf("session id of %d bytes: %v, want crew.ErrInvalid", app.MaxSession+1, err)
+	}
 }
 
 // TestDeliverToLeader: an agent with no task whose identity is the run's
