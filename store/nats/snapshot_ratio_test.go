@@ -1,0 +1,47 @@
+package nats
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"testing"
+
+	"github.com/crew-dev/crew/state"
+)
+
+// TestSnapshotRatio: a snapshot's value that grows more than
+// snapshotRatio when decompressed is refused (the state is then rebuilt
+// from the log), a crew snapshot is read. The breaker's bomb was a
+// value of 204 KB that grew to 200 MB: every crew process spent 1.9 s
+// and 417 MB on it.
+func TestSnapshotRatio(t *testing.T) {
+	st := state.New()
+	st.Run, st.Seq = "r1", 1
+	value, err := encodeSnapshot(st, "sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeSnapshot(value); err != nil {
+		t.Fatalf("crew's snapshot: %v", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same document after 8 MiB of spaces: the same JSON, grown a
+	// thousand times.
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw.Write(bytes.Repeat([]byte(" "), 8<<20))
+	zw.Write(doc)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeSnapshot(buf.Bytes()); err == nil {
+		t.Fatalf("a value of %d bytes that grows to %d was read", buf.Len(), 8<<20+len(doc))
+	}
+}
