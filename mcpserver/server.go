@@ -25,9 +25,11 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 )
 
@@ -84,11 +86,27 @@ func New(o Options) *Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crew", Title: "crew: leader and worker agents through durable mailboxes", Version: o.Version},
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: w.subscribe, UnsubscribeHandler: w.unsubscribe})
 	w.add(s)
+	s.AddReceivingMiddleware(refuseInvalidUTF8)
 	addTaskTools(s, o.App)
 	addRunTools(s, o.App)
 	addMessageTools(s, o.App, o)
 	addReadTools(s, o.App)
 	return &Server{Server: s, watch: w, app: o.App, task: o.Task}
+}
+
+// refuseInvalidUTF8 answers a tool call whose arguments are not valid
+// UTF-8 with an error result (invalid) before they are decoded: decoding
+// would replace each bad byte with U+FFFD, and a message body would be
+// stored altered, where run refuses a body that is not valid UTF-8
+// (crew's rule, docs/files.md, Body limit) as the command line does.
+func refuseInvalidUTF8(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && !utf8.Valid(p.Arguments) {
+			res, _, _ := result[any](ctx, nil, fmt.Errorf("%s: the arguments are not valid UTF-8; crew stores bodies and titles byte for byte and refuses to alter them: %w", p.Name, crew.ErrInvalid))
+			return res, nil
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // Changed re-reads every resource a client subscribed to and sends
