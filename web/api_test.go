@@ -1,12 +1,15 @@
 package web_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -316,4 +319,30 @@ func stdioTools(t *testing.T) []string {
 		names = append(names, tool.Name)
 	}
 	return names
+}
+
+// TestRefusedAtOnce: a request refused before its body is read (here a
+// hook with no token) is answered at once and its connection closed,
+// however much body it announced and did not send: net/http read what
+// was left of a small body before writing the 401, and a client that
+// never finished it held the connection forever (the breaker's
+// finding). The 2 s are a bound on waiting, not a speed figure.
+func TestRefusedAtOnce(t *testing.T) {
+	f := newFixture(t)
+	u, err := url.Parse(f.base)
+	must(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	must(t, err)
+	defer conn.Close()
+	must(t, conn.SetDeadline(time.Now().Add(2*time.Second)))
+	_, err = fmt.Fprintf(conn, "POST /hooks/claude/PostToolUse HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"hook_event_name\":", u.Host)
+	must(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a refused request with its body unfinished: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("%s, Connection: close %v; want 401 and the connection closed", resp.Status, resp.Close)
+	}
 }

@@ -58,6 +58,9 @@ func (h hookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Context().Err() != nil:
 		return // no one to tell
 	}
+	// Refused before its body was read, perhaps: closed rather than
+	// drained first (refuse).
+	w.Header().Set("Connection", "close")
 	http.Error(w, "crew: "+err.Error(), status)
 }
 

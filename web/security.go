@@ -125,7 +125,12 @@ func (g *guard) checkChange(r *http.Request) string {
 	return ""
 }
 
+// refuse answers a request crew serve refuses before reading its body,
+// and closes the connection: without Connection: close net/http would
+// first read what is left of the body, and a client that never finishes
+// it (no token needed) would hold the connection forever.
 func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
 	http.Error(w, msg, code)
 }
 
