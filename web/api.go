@@ -1,10 +1,12 @@
 package web
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -116,6 +118,37 @@ func (g *guard) program(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+			// The body must come within bodyTimeout: one that trickles
+			// would hold the connection forever. Not a server-wide
+			// ReadTimeout: an MCP session's stream lasts.
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyTimeout is how long crew serve waits for the body of an HTTP
+// hook or an MCP request once its headers came.
+var bodyTimeout = 30 * time.Second
+
+// deadlineBody is a request body read under a read deadline, which it
+// clears once the body was read to its end: the connection then serves
+// the answer (an MCP stream) as long as it takes.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }

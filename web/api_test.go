@@ -346,3 +346,25 @@ func TestRefusedAtOnce(t *testing.T) {
 		t.Fatalf("%s, Connection: close %v; want 401 and the connection closed", resp.Status, resp.Close)
 	}
 }
+
+// TestBodyTimeout: a hook whose body trickles (here: never finished)
+// does not hold its connection past the body's deadline (the breaker's
+// finding), and a body that came in time is answered as ever.
+func TestBodyTimeout(t *testing.T) {
+	defer web.SetBodyTimeout(300 * time.Millisecond)()
+	f := newFixture(t)
+	u, err := url.Parse(f.base)
+	must(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	must(t, err)
+	defer conn.Close()
+	must(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
+	_, err = fmt.Fprintf(conn, "POST /hooks/claude/PostToolUse HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nX-Crew-Run: r1\r\nX-Crew-Task: t1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"hook_event_name\":", u.Host, f.token)
+	must(t, err)
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the connection of a body never finished is still open: %v", err)
+	}
+	if code, body := f.hook(t, "PostToolUse", "t1", nil); code != http.StatusOK {
+		t.Fatalf("a hook in time: %d %q", code, body)
+	}
+}

@@ -1,0 +1,10 @@
+package web
+
+import "time"
+
+// SetBodyTimeout sets bodyTimeout to d until restore is called.
+func SetBodyTimeout(d time.Duration) (restore func()) {
+	old := bodyTimeout
+	bodyTimeout = d
+	return func() { bodyTimeout = old }
+}
