@@ -94,3 +94,28 @@ func TestLostWakeUpFoundByRescan(t *testing.T) {
 		t.Error("t2's waiter was woken by a rescan of t1's events")
 	}
 }
+
+// TestWakeRescanSchedule: a waiter's first rescan is due within the
+// documented bound (60 s, docs/files.md, Wake-ups), no sooner than half
+// of it, at a random moment: waiters made together do not rescan
+// together.
+func TestWakeRescanSchedule(t *testing.T) {
+	if p := file.WakeRescan(); p != time.Minute {
+		t.Fatalf("the rescan's period is %v; docs/files.md and the package doc say 60 s", p)
+	}
+	r := newTestRun(t)
+	due := map[time.Duration]bool{}
+	for range 20 {
+		made := time.Now()
+		w := fl(r).Watch("t1")
+		d := file.WakeDue(w).Sub(made)
+		w.Close()
+		if d < 30*time.Second || d > time.Minute+time.Second {
+			t.Errorf("a new waiter's first rescan is due in %v; want 30–60 s", d)
+		}
+		due[d.Truncate(time.Second)] = true
+	}
+	if len(due) < 5 {
+		t.Errorf("20 waiters made together rescan first in only %d different seconds", len(due))
+	}
+}
