@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	mrand "math/rand/v2"
 	"os"
@@ -79,6 +78,8 @@ const (
 	// wakeReadMax caps the new bytes a rescan reads: a log that grew more
 	// wakes the owner, who reads it anyway.
 	wakeReadMax = 4 << 20
+	// wakeChunk is how much of the new bytes a rescan reads at a time.
+	wakeChunk = 32 << 10
 )
 
 // fifoWaiter is a Watch for participants: a FIFO of its own under wake/.
@@ -89,6 +90,7 @@ type fifoWaiter struct {
 	off    int64         // how far the rescan has looked
 	any    bool          // a participant is state.Leader: any growth wakes
 	needle [][]byte      // `"participant"` for each task participant
+	chunk  []byte        // the rescan's buffer (wakeChunk bytes), once it read
 	every  time.Duration // the rescan's period: wakeRescan (tests set less)
 	next   time.Time     // when the next rescan is due
 	buf    [64]byte
@@ -183,7 +185,10 @@ func (w *fifoWaiter) Wait(ctx context.Context) error {
 // grown reports whether events.jsonl has new lines since the last rescan
 // that may concern the waiter (any new line for the leader; for a task,
 // one naming it: every event that concerns a task names it), reading
-// only the new bytes.
+// only the new bytes, wakeChunk at a time into a buffer the waiter keeps:
+// a rescan after a thousand other questions reads hundreds of KiB, and a
+// buffer of their size, made anew at each rescan of each waiter, cost
+// the waiters page faults and garbage collections.
 func (w *fifoWaiter) grown() bool {
 	fi, err := os.Stat(w.log)
 	if err != nil {
@@ -205,20 +210,45 @@ func (w *fifoWaiter) grown() bool {
 		return true
 	}
 	defer f.Close()
-	b := make([]byte, size-w.off)
-	n, err := f.ReadAt(b, w.off)
-	if err != nil && err != io.EOF {
-		return true
+	if w.chunk == nil {
+		w.chunk = make([]byte, wakeChunk)
 	}
-	b = b[:n]
-	end := bytes.LastIndexByte(b, '\n') + 1 // an unfinished line is read again next time
-	w.off += int64(end)
+	// Only complete lines are searched: an unfinished one is read again
+	// next time. The last newline is looked for from the end back.
+	end := size
+	for end > w.off {
+		lo := max(w.off, end-wakeChunk)
+		if n, _ := f.ReadAt(w.chunk[:end-lo], lo); n < int(end-lo) {
+			return true // cut meanwhile, or unreadable: its owner reads it
+		}
+		if i := bytes.LastIndexByte(w.chunk[:end-lo], '\n'); i >= 0 {
+			end = lo + int64(i) + 1
+			break
+		}
+		end = lo
+	}
+	// Each chunk is searched with the end of the one before it (the
+	// longest needle but a byte), so that a name cut in two is found.
+	carry := 0
 	for _, nd := range w.needle {
-		if bytes.Contains(b[:end], nd) {
+		carry = max(carry, len(nd)-1)
+	}
+	found := false
+	for keep, at := 0, w.off; at < end && !found; {
+		n := int(min(int64(wakeChunk-keep), end-at))
+		if k, _ := f.ReadAt(w.chunk[keep:keep+n], at); k < n {
 			return true
 		}
+		b := w.chunk[:keep+n]
+		at += int64(n)
+		for _, nd := range w.needle {
+			found = found || bytes.Contains(b, nd)
+		}
+		keep = min(carry, len(b))
+		copy(w.chunk, b[len(b)-keep:])
 	}
-	return false
+	w.off = end
+	return found
 }
 
 // Close implements store.Waiter: the names go first, so that no writer
