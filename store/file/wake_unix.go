@@ -185,10 +185,11 @@ func (w *fifoWaiter) Wait(ctx context.Context) error {
 // grown reports whether events.jsonl has new lines since the last rescan
 // that may concern the waiter (any new line for the leader; for a task,
 // one naming it: every event that concerns a task names it), reading
-// only the new bytes, wakeChunk at a time into a buffer the waiter keeps:
-// a rescan after a thousand other questions reads hundreds of KiB, and a
-// buffer of their size, made anew at each rescan of each waiter, cost
-// the waiters page faults and garbage collections.
+// only the new bytes, wakeChunk at a time into a buffer the waiter keeps.
+// A buffer of their size, made at each rescan (up to wakeReadMax, in
+// each of a thousand waiters), cost more: a first rescan after 420 KB of
+// others' messages took 1.0–1.2 ms of CPU against 1.3–1.5 (paired, 50
+// waiters each, loaded machine).
 func (w *fifoWaiter) grown() bool {
 	fi, err := os.Stat(w.log)
 	if err != nil {
