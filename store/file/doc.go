@@ -38,6 +38,17 @@
 // appended since, dropping a kept state when the log is not the file it
 // was read from (kept.go; docs/files.md, Snapshots).
 //
+// Wake-ups (wake_unix.go; docs/files.md, Wake-ups). A process waiting
+// for some participants of a run (ask --wait, await, a follow) holds a
+// FIFO linked under wake/<participant>/, and a writer, after its fsync,
+// writes a byte to the FIFOs of the participants its events concern
+// (state.Concerns): a commit wakes its own waiters only. A writer killed
+// between its fsync and its pokes loses them until the next commit,
+// whose writer pokes for the events it catches up; the safety net is a
+// rescan every 60 s (a stat of events.jsonl, then only the new bytes),
+// so a lost wake-up is found within 60 s, and an idle waiter costs one
+// wake of its process a minute.
+//
 // Who does what. A Log's work is split three ways, each part with one
 // lock over what it knows and one job: the appender (log.go, lock.go) takes the run lock
 // and appends the events of a batch of operations in one write and one
