@@ -77,12 +77,14 @@ func (l *Log) hold(ctx context.Context) error {
 	return nil
 }
 
-// unhold gives back one hold. The last one lets the lock go, after
-// tasks.json has caught up, so that the next process to take it finds it
-// current (and need not replay and project again what this one did).
-// Other holds do not wait for a snapshot being written: a commit of this
-// process may go on meanwhile (it then keeps the lock, and the last hold
-// writes the snapshot again).
+// unhold gives back one hold. The last one lets the lock go, once no
+// snapshot write is in flight. tasks.json is not brought up to date
+// first: it is written every snapshotEvery events whether or not the
+// lock was let go between, and a state it still owes is kept (with the
+// Store, which writes it at Close), so that a process that commits once
+// per lock epoch does not rewrite it every time. The next process to
+// take the lock replays the events after it (and projects them again,
+// idempotently: it takes tasks.json to say how far projections got).
 //
 // Lock order: the snapshotter's, then the appender's, then the
 // projector's.
@@ -96,21 +98,19 @@ func (l *Log) unhold() {
 	}
 	a.mu.Unlock()
 	// The last hold, it seems: no snapshot write may be in flight when
-	// the lock goes (the snapshotter's lock), and none left pending.
+	// the lock goes (the snapshotter's lock).
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for a.holds == 1 && s.pending != nil {
-		a.mu.Unlock()
-		l.writePending()
-		a.mu.Lock()
-	}
 	a.holds--
 	if a.holds == 0 {
 		// Another process may write meanwhile: the epoch ends (package
 		// doc, The lock epoch).
-		s.seq, s.pending = 0, nil
+		s.endEpoch()
+		if s.pending != nil {
+			l.store.owe(l)
+		}
 		a.wStale = a.w != nil
 		l.proj.suspect()
 		a.fl.Unlock()
@@ -200,7 +200,7 @@ func (l *Log) exclusive(fn func() error) error {
 		l.app.mu.Unlock()
 		l.proj.forget()
 		l.snap.mu.Lock()
-		l.snap.seq, l.snap.pending = 0, nil
+		l.snap.forget()
 		l.snap.mu.Unlock()
 	}()
 	return fn()

@@ -50,6 +50,10 @@ type Store struct {
 	// background counts the goroutines of its runs still writing
 	// projections after their operations returned (Close waits).
 	background counter
+	// owing are the Logs that let the run lock go owing tasks.json a
+	// state (unhold): Close writes them.
+	owingMu sync.Mutex
+	owing   map[*Log]bool
 
 	mu   sync.Mutex
 	logs map[string]keptLog // by run id, with KeepLogs
@@ -75,15 +79,34 @@ func sameVersion(a, b os.FileInfo) bool {
 
 // Close waits until the runs opened through r have written the
 // projections of every operation they committed: those of an
-// asynchronous Log (SetAsync), and the snapshots (tasks.json,
-// open.jsonl) a synchronous operation leaves to be written after it
-// returns. A process that ends without it leaves them behind the log,
-// which the next writer catches up on. Operations may go on meanwhile
-// (Close then also waits for theirs). It returns nil; the Store stays
-// usable.
+// asynchronous Log (SetAsync), the snapshots (tasks.json, open.jsonl) a
+// synchronous operation leaves to be written after it returns, and the
+// tasks.json a Log let the run lock go without (it is written every
+// snapshotEvery events, not at every let-go), taking the run lock for
+// it. A process that ends without it leaves them behind the log, which
+// the next writer catches up on. Operations may go on meanwhile (Close
+// then also waits for theirs). It returns nil; the Store stays usable.
 func (r *Store) Close() error {
 	r.background.wait()
+	r.owingMu.Lock()
+	owing := r.owing
+	r.owing = nil
+	r.owingMu.Unlock()
+	for l := range owing {
+		l.flushSnapshot() // a failure leaves tasks.json behind, which readers replay
+	}
+	r.background.wait()
 	return nil
+}
+
+// owe notes that l let the run lock go owing tasks.json a state.
+func (r *Store) owe(l *Log) {
+	r.owingMu.Lock()
+	defer r.owingMu.Unlock()
+	if r.owing == nil {
+		r.owing = map[*Log]bool{}
+	}
+	r.owing[l] = true
 }
 
 // A counter counts goroutines at work, like a sync.WaitGroup that may be
