@@ -73,14 +73,16 @@
 // Snapshots across epochs. tasks.json is written every 128 events
 // (snapshotEvery) of a process, not at every let-go of the lock: while it
 // is still the file this process wrote, the snapshotter trusts its seq
-// across epochs and keeps the state it owes it, which Sync and
-// Store.Close write (under the lock). So a process that commits once per
-// epoch (crew serve, one MCP call or HTTP hook at a time) does not
-// rewrite it each time; a process's first commit writes it at once (its
-// seq is unknown). Readers of other processes then replay up to 127
-// events after it, and the next writer of another process also projects
-// them again (tasks.json says how far projections got; every projection
-// is idempotent) before it writes tasks.json itself. Crash safety is
+// across epochs and keeps the state it owes it, which it writes, taking
+// the lock again, once it has committed nothing for 10 ms
+// (snapshotIdle), and at Sync and Store.Close. So a process that commits
+// once per epoch, back to back (crew serve, one MCP call or HTTP hook at
+// a time), does not rewrite it each time, and a run at rest has it
+// current; a process's first commit writes it at once (its seq is
+// unknown). Meanwhile readers of other processes replay up to 127 events
+// after it, and a writer of another process also projects them again
+// (tasks.json says how far projections got; every projection is
+// idempotent) before it writes tasks.json itself. Crash safety is
 // unchanged: tasks.json is only ever a cache that matchesLog checks.
 package file
 

@@ -158,10 +158,10 @@ func (l *Log) flushSnapshot() error {
 	if !l.snap.owes() {
 		return nil
 	}
-	if err := l.hold(context.Background()); err != nil {
+	if err := l.holdFor(context.Background(), true); err != nil {
 		return err
 	}
-	defer l.unhold()
+	defer l.unholdFor(true)
 	l.snap.mu.Lock()
 	defer l.snap.mu.Unlock()
 	l.known()

@@ -326,11 +326,13 @@ func TestSnapshotEvery128AndAtClose(t *testing.T) {
 // TestSnapshotKeptAcrossLockEpochs: a long-lived process (crew serve)
 // that commits once per lock epoch, another process taking the run lock
 // between its commits, does not rewrite tasks.json each time it lets
-// the lock go (only every file.SnapshotEvery events), yet another
-// process reads every commit, and writes after them with the mailbox
-// files and mail tree right; when that process rewrites tasks.json, the
-// first starts from its file again; Close leaves tasks.json current.
+// the lock go (only every file.SnapshotEvery events, or once idle,
+// which this test puts off), yet another process reads every commit,
+// and writes after them with the mailbox files and mail tree right;
+// when that process rewrites tasks.json, the first starts from its file
+// again; Close leaves tasks.json current.
 func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
+	file.SetSnapshotIdle(t, time.Hour)
 	keeping, other := keptRoots(t)
 	ctx := context.Background()
 	k, err := keeping.Open("r1")
@@ -470,5 +472,25 @@ func TestCloseDuringOperations(t *testing.T) {
 	must(t, r.Root().Close())
 	if snap := fl(r).ReadSnapshot(); snap.Seq != last.Load() {
 		t.Fatalf("after the operations and Close, tasks.json is at seq %d, want %d", snap.Seq, last.Load())
+	}
+}
+
+// TestSnapshotWrittenOnceIdle: a long-lived process that let the run
+// lock go owing tasks.json a state writes it, taking the lock again,
+// once it has committed nothing for a while, without Close.
+func TestSnapshotWrittenOnceIdle(t *testing.T) {
+	keeping, _ := keptRoots(t)
+	ctx := context.Background()
+	k, err := keeping.Open("r1")
+	must(t, err)
+	var last *events.Message
+	for i := range 20 {
+		last, err = k.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: fmt.Sprint("steer ", i)})
+		must(t, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); snapshotSeq(t, k) != last.Seq; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("20 s after the last commit, tasks.json is at seq %d, want %d", snapshotSeq(t, k), last.Seq)
+		}
 	}
 }
