@@ -33,8 +33,8 @@ import (
 // after it let go, checks it first (package doc, The lock epoch): where
 // the log and the mailbox files end, and the agents' mail directories it
 // has open. tasks.json is written at least every snapshotEvery events
-// (whether or not the lock was let go between), at Sync and at
-// Store.Close, not after every batch.
+// (whether or not the lock was let go between), once the Log has been
+// idle snapshotIdle, at Sync and at Store.Close, not after every batch.
 //
 // By default an operation returns once its mailbox lines and mail tree
 // are written, and its snapshots follow (the lock kept until they are

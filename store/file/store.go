@@ -136,6 +136,9 @@ func (r *Store) owe(l *Log) {
 		r.background.add() // before the lock is let go: Close waits for it
 		r.owingMu.Unlock()
 		defer r.background.done()
+		if _, err := os.Lstat(l.path("run.lock")); err != nil {
+			return // the run is gone (removed with its directory): run.lock is not made again
+		}
 		l.flushSnapshot() // a failure leaves tasks.json behind, which readers replay
 	})
 	r.owing[l] = t
