@@ -35,6 +35,11 @@ func TestLostWakeUpFoundByRescan(t *testing.T) {
 		_, err = r.Transition(ctx, id, task.Start, id, "", nil)
 		must(t, err)
 	}
+	// tasks.json current: the worker's first commit then has nothing to
+	// catch up, whose pokes (t2's task events among them) would wake t2's
+	// waiter (a long-lived Log writes tasks.json every 128 of its events
+	// or once idle, docs/files.md, Snapshots).
+	r.Sync()
 	other := fl(r).Watch("t2")
 	defer other.Close()
 
