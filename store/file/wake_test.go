@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -122,5 +124,52 @@ func TestWakeRescanSchedule(t *testing.T) {
 	}
 	if len(due) < 5 {
 		t.Errorf("20 waiters made together rescan first in only %d different seconds", len(due))
+	}
+}
+
+// TestWakeDoesNotFollowLinks: with wake/<participant> a symbolic link to a
+// directory outside the state root, a commit that concerns the participant
+// neither writes into the FIFOs there nor removes them; with wake/ itself
+// a link, crew repair leaves them too (docs/files.md, Wake-ups). Found by
+// the breaker: both went through the link.
+func TestWakeDoesNotFollowLinks(t *testing.T) {
+	ctx := context.Background()
+	r := newTestRun(t)
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{Title: "task t1"}, run.Leader)
+	must(t, err)
+	elsewhere := t.TempDir()
+	stale := filepath.Join(elsewhere, "stale.fifo") // no reader: a poke or a tidy would remove it
+	must(t, unix.Mkfifo(stale, 0o600))
+	live := filepath.Join(elsewhere, "live.fifo") // a reader: a poke would write into it
+	must(t, unix.Mkfifo(live, 0o600))
+	reader, err := unix.Open(live, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(reader)
+
+	wake := fl(r).WakeDir()
+	must(t, os.MkdirAll(wake, 0o700))
+	must(t, os.Symlink(elsewhere, filepath.Join(wake, "t1")))
+	_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: "poke"})
+	must(t, err)
+	if _, err := os.Lstat(stale); err != nil {
+		t.Errorf("a FIFO behind the link wake/t1 was removed by a poke: %v", err)
+	}
+	if n, _ := unix.Read(reader, make([]byte, 8)); n > 0 { // EAGAIN when nothing was written
+		t.Error("a FIFO behind the link wake/t1 was poked")
+	}
+
+	must(t, os.RemoveAll(wake))
+	must(t, os.MkdirAll(filepath.Join(elsewhere, "t1"), 0o700))
+	must(t, unix.Mkfifo(filepath.Join(elsewhere, "t1", "1-stale"), 0o600))
+	must(t, os.Symlink(elsewhere, wake))
+	rep, err := r.Repair(ctx)
+	must(t, err)
+	if rep.WakeRemoved != 0 {
+		t.Errorf("crew repair removed %d FIFOs behind the link wake/", rep.WakeRemoved)
+	}
+	for _, f := range []string{stale, filepath.Join(elsewhere, "t1", "1-stale")} {
+		if _, err := os.Lstat(f); err != nil {
+			t.Errorf("crew repair removed %s behind the link wake/: %v", f, err)
+		}
 	}
 }

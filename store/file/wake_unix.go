@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	mrand "math/rand/v2"
 	"os"
@@ -130,7 +131,7 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 			w.Close()
 			return nil, err
 		}
-		tidyWake(pd)
+		l.tidyWakeOf(p)
 		link := filepath.Join(pd, name)
 		if err := os.Link(tmp, link); err != nil {
 			w.Close()
@@ -261,15 +262,37 @@ func (w *fifoWaiter) Close() error {
 	return w.f.Close()
 }
 
-// tidyWake removes from the participant directory dir the FIFOs no
-// process reads any more, left by waiters killed before they could
-// remove their names: a FIFO without a reader refuses to open for
-// writing (ENXIO). A name appears only once its FIFO is open (see
-// above), so one that refuses is stale; a FIFO still being made, under
-// a hidden name, is left alone unless the process in its name is gone.
-// It returns how many it removed.
-func tidyWake(dir string) int {
-	ents, err := os.ReadDir(dir)
+// openWake opens wake/ (participant "") or wake/<participant>/ for the
+// *at calls of a poke or a tidy, refusing a symbolic link in place of
+// either (O_NOFOLLOW): crew writes to and removes FIFOs in its own
+// directories only, never through a link to another (docs/files.md,
+// Wake-ups). Waiters never link there: mkdir refuses a link.
+func (l *Log) openWake(participant string) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(l.WakeDir(), flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	if participant != "" {
+		sub, err := unix.Openat(fd, participant, flags, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		fd = sub
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(l.WakeDir(), participant)), nil
+}
+
+// tidyWake removes from d, wake/ or a participant's directory under it
+// (openWake), the FIFOs no process reads any more, left by waiters killed
+// before they could remove their names: a FIFO without a reader refuses
+// to open for writing (ENXIO). A name appears only once its FIFO is open
+// (see above), so one that refuses is stale; a FIFO still being made,
+// under a hidden name, is left alone unless the process in its name is
+// gone. It returns how many it removed.
+func tidyWake(d *os.File) int {
+	ents, err := d.ReadDir(-1)
 	if err != nil {
 		return 0
 	}
@@ -287,29 +310,45 @@ func tidyWake(dir string) int {
 		} else if strings.HasPrefix(name, ".") {
 			continue
 		}
-		p := filepath.Join(dir, name)
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(d.Fd()), name, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err == nil {
 			unix.Close(fd) // a live waiter: nothing written, nothing to wake
 			continue
 		}
-		if errors.Is(err, unix.ENXIO) && os.Remove(p) == nil {
+		if errors.Is(err, unix.ENXIO) && unix.Unlinkat(int(d.Fd()), name, 0) == nil {
 			n++
 		}
 	}
 	return n
 }
 
+// tidyWakeOf is tidyWake in wake/<participant>/.
+func (l *Log) tidyWakeOf(participant string) {
+	if d, err := l.openWake(participant); err == nil {
+		tidyWake(d)
+		d.Close()
+	}
+}
+
 // removeStaleWakes is repair's tidying of wake/: tidyWake in the
 // directory itself (hidden FIFOs of waiters killed while linking) and
-// in each participant's. It returns how many FIFOs it removed.
+// in each participant's. A link in place of either is left alone. It
+// returns how many FIFOs it removed.
 func (l *Log) removeStaleWakes() int {
-	dir := l.WakeDir()
-	n := tidyWake(dir)
-	ents, _ := os.ReadDir(dir)
+	d, err := l.openWake("")
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
+	n := tidyWake(d)
+	d.Seek(0, io.SeekStart)
+	ents, _ := d.ReadDir(-1)
 	for _, e := range ents {
-		if e.IsDir() {
-			n += tidyWake(filepath.Join(dir, e.Name()))
+		if e.IsDir() { // a link is no directory here (its type is the link's)
+			if sub, err := l.openWake(e.Name()); err == nil {
+				n += tidyWake(sub)
+				sub.Close()
+			}
 		}
 	}
 	return n
@@ -318,21 +357,19 @@ func (l *Log) removeStaleWakes() int {
 // poke writes a byte, without blocking, to each FIFO in
 // wake/<participant>/, and removes those that have no reader any more.
 func (l *Log) poke(participant string) {
-	dir := filepath.Join(l.WakeDir(), participant)
-	d, err := os.Open(dir)
+	d, err := l.openWake(participant)
 	if err != nil {
-		return // no one ever waited for participant
+		return // no one ever waited for participant (or not a directory of crew's)
 	}
+	defer d.Close()
 	ents, _ := d.ReadDir(-1)
-	d.Close()
 	for _, e := range ents {
 		if e.Type() != fs.ModeNamedPipe || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		p := filepath.Join(dir, e.Name())
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(d.Fd()), e.Name(), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENXIO) {
-			os.Remove(p) // its waiter is gone
+			unix.Unlinkat(int(d.Fd()), e.Name(), 0) // its waiter is gone
 			continue
 		}
 		if err != nil {
