@@ -385,6 +385,7 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	s.mu.Lock()
 	s.streams[id] = st
 	s.mu.Unlock()
+	s.ensureWakeStream(ctx)
 	// A fresh operation id: a second creator's publish must not pass for
 	// a retry of the first's.
 	if err := s.Append(ctx, first, "create-"+id+"-"+nuid.Next()); err != nil {
@@ -458,8 +459,10 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 	data := line[:len(line)-1] // the message is the line without its '\n'
 	var ack *jetstream.PubAck
 	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
-		// The compare-and-swap is on the stream's last sequence: the
-		// run's events are on one subject per actor, all in its stream.
+		// The wake records first (wake.go), then the event; the
+		// compare-and-swap is on the stream's last sequence: the run's
+		// events are on one subject per actor, all in its stream.
+		s.announce(ev)
 		ack, err = s.js.Publish(rctx, subject, data,
 			jetstream.WithMsgID(opID),
 			jetstream.WithExpectStream(StreamName(ev.Run)),
