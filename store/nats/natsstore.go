@@ -48,6 +48,14 @@ type Options struct {
 	// that serves many operations on one connection (crew mcp, crew
 	// serve). Without it, each Open is a new Log, as another process's.
 	KeepLogs bool
+	// QuietWaits says the process does nothing else of weight while a
+	// participant waiter waits (a crew command, not crew mcp or crew
+	// serve): each such wait turns the Go garbage collector's schedule off
+	// until it returns, and with it the collection the runtime forces
+	// every two minutes in an idle process, which was most of a thousand
+	// idle waiters' CPU. A collection still runs if the heap grows
+	// quietHeadroom meanwhile (quietBegin).
+	QuietWaits bool
 }
 
 // DefaultTimeout bounds connecting and each request when

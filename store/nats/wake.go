@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -274,6 +276,9 @@ func (w *wakeWaiter) Hint() int64 {
 
 // Wait implements store.Waiter.
 func (w *wakeWaiter) Wait(ctx context.Context) error {
+	if w.s.opts.QuietWaits {
+		defer quietBegin()()
+	}
 	for {
 		t := time.NewTimer(w.rescan)
 		select {
@@ -432,5 +437,44 @@ func (ws *waiterSet) pokeAll() {
 	defer ws.mu.Unlock()
 	for w := range ws.m {
 		w.poke()
+	}
+}
+
+// quietHeadroom is how much the heap may grow during a quiet wait
+// (Options.QuietWaits) before a collection runs.
+const quietHeadroom = 32 << 20
+
+// quiet counts the process's quiet waits under way, and holds the
+// collector's settings from before the first.
+var quiet struct {
+	mu             sync.Mutex
+	n              int
+	percent, limit int64
+}
+
+// quietBegin turns the garbage collector's schedule off for a quiet
+// wait (Options.QuietWaits): no collection as the heap grows by GOGC,
+// none every two minutes, one only when the memory the runtime holds
+// grows quietHeadroom past what it holds now (a memory limit, which
+// keeps a process that does allocate meanwhile bounded). The function
+// it returns ends the wait; the last wait to end restores the settings.
+func quietBegin() (end func()) {
+	quiet.mu.Lock()
+	defer quiet.mu.Unlock()
+	if quiet.n++; quiet.n == 1 {
+		sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+		metrics.Read(sample)
+		held := int64(sample[0].Value.Uint64() - sample[1].Value.Uint64())
+		quiet.limit = debug.SetMemoryLimit(-1)
+		debug.SetMemoryLimit(min(quiet.limit, held+quietHeadroom))
+		quiet.percent = int64(debug.SetGCPercent(-1))
+	}
+	return func() {
+		quiet.mu.Lock()
+		defer quiet.mu.Unlock()
+		if quiet.n--; quiet.n == 0 {
+			debug.SetGCPercent(int(quiet.percent))
+			debug.SetMemoryLimit(quiet.limit)
+		}
 	}
 }

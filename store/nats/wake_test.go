@@ -2,6 +2,8 @@ package nats
 
 import (
 	"context"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"testing"
 	"time"
@@ -254,5 +256,55 @@ func TestWakeHintNamesTheEvent(t *testing.T) {
 	}
 	if got := h.Hint(); got != 0 {
 		t.Fatalf("Hint() again = %d, want 0", got)
+	}
+}
+
+// gogc is the collector's GOGC setting now (-1: off).
+func gogc() int64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// A quiet wait (Options.QuietWaits) turns the collector's schedule off
+// while it blocks, with a memory limit above what the process holds, and
+// the last of several waits to end puts both back.
+func TestQuietWaitTurnsCollectorOff(t *testing.T) {
+	before, limit := gogc(), debug.SetMemoryLimit(-1)
+	end1 := quietBegin()
+	end2 := quietBegin()
+	if g := gogc(); g != -1 {
+		t.Fatalf("during a quiet wait GOGC is %d, want off", g)
+	}
+	if l := debug.SetMemoryLimit(-1); l >= limit || l <= 0 {
+		t.Fatalf("during a quiet wait the memory limit is %d, want one below %d", l, limit)
+	}
+	end1()
+	if g := gogc(); g != -1 {
+		t.Fatalf("one of two quiet waits ended: GOGC is %d, want still off", g)
+	}
+	end2()
+	if g, l := gogc(), debug.SetMemoryLimit(-1); g != before || l != limit {
+		t.Fatalf("after the quiet waits GOGC %d and limit %d, want %d and %d", g, l, before, limit)
+	}
+
+	// A waiter of a store with QuietWaits.
+	s := wakeRun(t)
+	s.opts.QuietWaits = true
+	ww := watchTask(t, s, "t1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ww.Wait(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for gogc() != -1 {
+		if time.Now().After(deadline) {
+			t.Fatal("a quiet waiter's Wait did not turn the collector off")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if g := gogc(); g != before {
+		t.Fatalf("after a quiet waiter's Wait GOGC is %d, want %d", g, before)
 	}
 }
