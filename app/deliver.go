@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -78,8 +79,12 @@ type Deliver struct {
 	// Show marks nothing and is returned, so that a message whose answer
 	// never reached the agent (crew serve's HTTP hooks: a connection
 	// dropped before the answer was written) is delivered at its next
-	// moment. The price is the other way round: a message a concurrent
-	// moment delivers meanwhile may be shown by both.
+	// moment. Deliveries with Show to one participant of a run take
+	// turns within the process (holdShow), so one shown but not yet
+	// recorded is not shown as new again by the next (Claude Code runs
+	// the hooks of parallel tool calls at once). The price is the other
+	// way round across processes: a message another process's moment
+	// delivers meanwhile (a command hook, crew inbox) may be shown by both.
 	Show func(*Delivery) error `json:"-"`
 }
 
@@ -164,6 +169,7 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 		supervise.Alive(r, id, true)
 		supervise.HookCalled(r, id)
 	}
+	defer holdShow(r, id, req)()
 	w := &delivery{ctx: ctx, r: r, task: id, req: req, d: d}
 	switch req.Moment {
 	case AtSessionStart:
@@ -217,6 +223,24 @@ func (w *delivery) show() (*Delivery, error) {
 	return w.d, nil
 }
 
+// showing holds a lock per run directory and participant for the
+// deliveries made with Deliver.Show in this process (holdShow).
+var showing sync.Map // run directory + "\x00" + participant → *sync.Mutex
+
+// holdShow waits for the turn of a delivery made with Deliver.Show to
+// participant of r, and returns what ends it: such a delivery shows
+// messages before it records them delivered, so another one that read
+// them meanwhile would show them as new again. A delivery without Show
+// (recorded first, shown after) or a Peek takes no turn.
+func holdShow(r *run.Run, participant string, req Deliver) (release func()) {
+	if req.Show == nil || req.Peek {
+		return func() {}
+	}
+	mu, _ := showing.LoadOrStore(r.Dir()+"\x00"+participant, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
+
 // deliverToLeader is Deliver for an agent with no task: the run's
 // leader when the identity's agent (--as, CREW_AGENT) is its name, else
 // no crew agent at all, which gets nothing and opens nothing (a Claude
@@ -241,6 +265,7 @@ func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*D
 	if !req.Peek {
 		supervise.HookCalled(r, run.Leader)
 	}
+	defer holdShow(r, run.Leader, req)()
 	w := &delivery{ctx: ctx, r: r, task: run.Leader, req: req, d: d}
 	switch req.Moment {
 	case AtSessionStart:

@@ -3,11 +3,14 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,6 +86,32 @@ func TestHTTPHookDeliversOnce(t *testing.T) {
 	}
 	if code, body := f.hook(t, "PostToolUse", "t1", nil); code != 200 || body != "" {
 		t.Fatalf("second hook: %d %q; want 200 and nothing", code, body)
+	}
+}
+
+// Two PostToolUse hooks of one worker at once (Claude Code runs the hooks
+// of parallel tool calls side by side) show a steer once between them: an
+// HTTP hook answers before it records the delivery, so without taking
+// turns the other read the steer as not yet delivered (the breaker saw 14
+// pairs of 20 show it twice through crew serve).
+func TestHTTPHookShowsASteerOnce(t *testing.T) {
+	f := newFixture(t)
+	for i := range 20 {
+		body := fmt.Sprintf("steer number %d.", i)
+		f.steer(t, "t1", body)
+		var shown atomic.Int32
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if _, out := f.hook(t, "PostToolUse", "t1", nil); strings.Contains(out, body) {
+					shown.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := shown.Load(); n != 1 {
+			t.Fatalf("steer %d was shown by %d of two PostToolUse hooks sent at once; want 1", i, n)
+		}
 	}
 }
 

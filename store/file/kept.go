@@ -1,6 +1,7 @@
 package file
 
 import (
+	"hash/crc32"
 	"os"
 	"sync"
 
@@ -20,10 +21,12 @@ import (
 // A kept state is trusted only while the log is the file it was read
 // from, grown or unchanged: the same file (device and inode), not shorter
 // than the kept offset, and the line that ends at the kept offset still
-// holding the kept seq (as a snapshot is checked, matchesLog). A log
-// replaced by crew repair, cut, or rewritten by hand fails one of these,
-// and the state is read again from a snapshot; so it is when much was
-// appended since (snapshotCheaper). A state that met damage is not kept:
+// the line the state was read up to: the same bytes (CRC-32), not only
+// the same seq, since a log cut back by one event and regrown by crew's
+// own writer ends that seq's line at the same offset with another event.
+// A log replaced by crew repair, cut, or rewritten by hand fails one of
+// these, and the state is read again from a snapshot; so it is when much
+// was appended since (snapshotCheaper). A state that met damage is not kept:
 // it is read again each time, and says so each time.
 //
 // A process that asks for a kind of state once (a crew command) keeps
@@ -39,9 +42,10 @@ type keeper struct {
 // not to match the log or to hold damage. Its lock is held while it is
 // read, so that readers of other kinds do not wait.
 type keptState struct {
-	mu sync.Mutex
-	st *state.State
-	fi os.FileInfo // events.jsonl, stated before st was read up to st.Offset
+	mu  sync.Mutex
+	st  *state.State
+	fi  os.FileInfo // events.jsonl, stated before st was read up to st.Offset
+	sum uint32      // lineSum of the line of events.jsonl ending at st.Offset
 }
 
 // maxKept bounds the kinds of state a Log keeps (one per participant whose
@@ -87,9 +91,11 @@ func (l *Log) keptState(empty *state.State) (*state.State, error) {
 		if sameVersion(c.fi, fi) {
 			return c.st.Copy(), nil
 		}
-		if os.SameFile(c.fi, fi) && fi.Size() >= c.st.Offset && !l.snapshotCheaper(empty, fi.Size()-c.st.Offset) && l.readOn(c.st, fi) {
-			c.fi = fi
-			return c.st.Copy(), nil
+		if os.SameFile(c.fi, fi) && fi.Size() >= c.st.Offset && !l.snapshotCheaper(empty, fi.Size()-c.st.Offset) {
+			if sum, ok := l.readOn(c.st, c.sum, fi); ok {
+				c.fi, c.sum = fi, sum
+				return c.st.Copy(), nil
+			}
 		}
 		c.st = nil // not the log it was read from (or far behind it): read it again, and keep that
 	}
@@ -97,7 +103,9 @@ func (l *Log) keptState(empty *state.State) (*state.State, error) {
 	if err != nil || len(st.Damage) > 0 {
 		return st, err // not kept
 	}
-	c.st, c.fi = st.Copy(), fi
+	if sum, ok := l.lineSumAt(st.Offset, fi); ok {
+		c.st, c.fi, c.sum = st.Copy(), fi, sum
+	}
 	return st, nil
 }
 
@@ -142,36 +150,69 @@ func (l *Log) snapshotCheaper(empty *state.State, gap int64) bool {
 
 // readOn brings st, a state read from events.jsonl up to st.Offset, up to
 // the log's last complete line, after checking that the line ending at
-// st.Offset still holds st.Seq. fi is the log as stated before: the file
-// read must be that one, from open to end (a log renamed into place
-// meanwhile is not read on). It reports false, st then unusable, when a
-// check fails, the log cannot be read, or what it read is damaged.
-func (l *Log) readOn(st *state.State, fi os.FileInfo) bool {
+// st.Offset is still the one of sum (lineSum) and holds st.Seq. fi is the
+// log as stated before: the file read must be that one, from open to end
+// (a log renamed into place meanwhile is not read on). It returns the
+// lineSum of the line ending at the new st.Offset, or false, st then
+// unusable, when a check fails, the log cannot be read, or what it read
+// is damaged.
+func (l *Log) readOn(st *state.State, sum uint32, fi os.FileInfo) (uint32, bool) {
 	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
 	if err != nil {
-		return false
+		return 0, false
 	}
+	defer f.Close()
 	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
-		f.Close()
-		return false
+		return 0, false
 	}
 	line, ok, err := jsonl.LineBefore(f, st.Offset)
-	if err != nil || !ok {
-		f.Close()
-		return false
+	if err != nil || !ok || lineSum(line.Data) != sum {
+		return 0, false
 	}
 	if seq, ok := jsonl.SeqOf(line.Data); !ok || seq != st.Seq {
-		f.Close()
-		return false
+		return 0, false
 	}
 	complete, _, err := jsonl.CompleteSize(f)
-	f.Close()
 	if err != nil || complete < st.Offset {
-		return false
+		return 0, false
 	}
 	if _, err := l.replay(st, complete, 0, nil); err != nil || len(st.Damage) > 0 {
-		return false
+		return 0, false
+	}
+	if line, ok, err = jsonl.LineBefore(f, st.Offset); err != nil || !ok {
+		return 0, false
 	}
 	now, err := os.Stat(l.EventsPath())
-	return err == nil && os.SameFile(now, fi) // replay reads the file by its name
+	if err != nil || !os.SameFile(now, fi) { // replay reads the file by its name
+		return 0, false
+	}
+	return lineSum(line.Data), true
+}
+
+// lineSumAt returns the lineSum of the line of events.jsonl that ends at
+// off, when the log is still fi's file; false when it cannot be read (the
+// state is then not kept). A log with no line yet (off 0) has sum 0.
+func (l *Log) lineSumAt(off int64, fi os.FileInfo) (uint32, bool) {
+	if off == 0 {
+		return 0, true
+	}
+	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
+		return 0, false
+	}
+	line, ok, err := jsonl.LineBefore(f, off)
+	if err != nil || !ok {
+		return 0, false
+	}
+	return lineSum(line.Data), true
+}
+
+// lineSum is the CRC-32 (IEEE) of a line's bytes: what a kept state checks the
+// line it was read up to against.
+func lineSum(line []byte) uint32 {
+	return crc32.ChecksumIEEE(line)
 }

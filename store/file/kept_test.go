@@ -196,3 +196,36 @@ func TestKeptStateFollowsLog(t *testing.T) {
 	must(t, err)
 	sameAsFresh(t, keeping, other, "after a repair")
 }
+
+// TestKeptStateCutRegrownSameLength: a log cut back by one event and
+// regrown by crew's own writer to the same length ends the same seq's
+// line at the same offset, with another event (a steer of another body of
+// the same length). The kept Log (crew serve) must see that the line it
+// was read up to is not the same bytes, and read the state again: it
+// used to show the steer no longer in the log, at every hook, and never
+// the one that is (found by the breaker with crew serve's HTTP hooks).
+func TestKeptStateCutRegrownSameLength(t *testing.T) {
+	keeping, other := keptRoots(t)
+	ctx := context.Background()
+	o, err := other.Open("r1")
+	must(t, err)
+	_, err = o.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: "X1"})
+	must(t, err)
+	must(t, other.Close())
+	sameAsFresh(t, keeping, other, "after the steer X1") // the kept Log keeps X1's state
+
+	path := o.Log().(*file.Log).EventsPath()
+	data, err := os.ReadFile(path)
+	must(t, err)
+	last := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+	must(t, os.Truncate(path, int64(last))) // X1's line cut off by hand (a backup put back in place)
+	o, err = other.Open("r1")
+	must(t, err)
+	_, err = o.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: "X2"})
+	must(t, err)
+	must(t, other.Close())
+	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(len(data)) {
+		t.Fatalf("the regrown log is not as long as before: %v", err)
+	}
+	sameAsFresh(t, keeping, other, "after the log was cut back and crew appended X2 of the same length")
+}
