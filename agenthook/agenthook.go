@@ -16,7 +16,10 @@
 // on, with the reason as the next instruction"). Input fields used here:
 // hook_event_name, session_id, source (SessionStart), stop_hook_active
 // (Claude's Stop, Gemini's AfterAgent), prompt (UserPromptSubmit: a wake
-// in the middle of a turn is no person's prompt, Input.Woken). Claude Code also has hooks of
+// in the middle of a turn is no person's prompt, Input.Woken),
+// llm_request (Gemini's BeforeModel: the request's text, to which the
+// answer's hookSpecificOutput.llm_request adds the brief when it lacks
+// it, after Gemini compressed its history). Claude Code also has hooks of
 // type "http" (the input POSTed, a 2xx JSON body read as a command
 // hook's standard output); Gemini CLI's hooks are commands only (its
 // reference: type "Currently only \"command\" is supported").

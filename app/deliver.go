@@ -18,7 +18,7 @@ import (
 // Moment is a point of a worker agent's loop where crew delivers
 // (Deliver). An agent's hooks name them in its own words: Claude Code's
 // SessionStart, PostToolUse, Stop and UserPromptSubmit, Gemini CLI's
-// SessionStart, AfterTool, AfterAgent and BeforeAgent (cmd/crew,
+// SessionStart, AfterTool, AfterAgent, BeforeAgent and BeforeModel (cmd/crew,
 // crew hook).
 type Moment string
 
