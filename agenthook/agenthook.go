@@ -16,7 +16,10 @@
 // on, with the reason as the next instruction"). Input fields used here:
 // hook_event_name, session_id, source (SessionStart), stop_hook_active
 // (Claude's Stop, Gemini's AfterAgent), prompt (UserPromptSubmit: a wake
-// in the middle of a turn is no person's prompt, Input.Woken). Claude Code also has hooks of
+// in the middle of a turn is no person's prompt, Input.Woken),
+// llm_request (Gemini's BeforeModel: the request's text, to which the
+// answer's hookSpecificOutput.llm_request adds the brief when it lacks
+// it, after Gemini compressed its history). Claude Code also has hooks of
 // type "http" (the input POSTed, a 2xx JSON body read as a command
 // hook's standard output); Gemini CLI's hooks are commands only (its
 // reference: type "Currently only \"command\" is supported").
@@ -72,7 +75,7 @@ type Event struct {
 var Agents = []Agent{
 	{"claude", "Claude Code", []Event{{"SessionStart", app.AtSessionStart}, {"PostToolUse", app.AtToolResult}, {"PostToolUseFailure", app.AtToolResult}, {"Stop", app.AtStop}, {"UserPromptSubmit", app.AtPrompt}},
 		app.ToolNames{Prefix: "mcp__crew__", Loader: "ToolSearch"}, []string{"SessionStart", "UserPromptSubmit", "Stop"}, false},
-	{"gemini", "Gemini CLI", []Event{{"SessionStart", app.AtSessionStart}, {"AfterTool", app.AtToolResult}, {"AfterAgent", app.AtStop}, {"BeforeAgent", app.AtPrompt}},
+	{"gemini", "Gemini CLI", []Event{{"SessionStart", app.AtSessionStart}, {"AfterTool", app.AtToolResult}, {"AfterAgent", app.AtStop}, {"BeforeAgent", app.AtPrompt}, {"BeforeModel", app.AtModelRequest}},
 		app.ToolNames{}, nil, true},
 	// Codex sends Claude Code's input (plus turn_id, tool_use_id and, for
 	// an MCP tool, a structured tool_response, which crew does not read)
@@ -114,11 +117,40 @@ func (a Agent) EventNames(sep, last string) string {
 
 // Input is the part of a hook's input crew reads.
 type Input struct {
-	HookEventName  string `json:"hook_event_name"`
-	SessionID      string `json:"session_id"`
-	Source         string `json:"source"`           // SessionStart: startup, resume, clear, compact
-	StopHookActive bool   `json:"stop_hook_active"` // Stop, AfterAgent
-	Prompt         string `json:"prompt"`           // UserPromptSubmit
+	HookEventName  string      `json:"hook_event_name"`
+	SessionID      string      `json:"session_id"`
+	Source         string      `json:"source"`           // SessionStart: startup, resume, clear, compact
+	StopHookActive bool        `json:"stop_hook_active"` // Stop, AfterAgent
+	Prompt         string      `json:"prompt"`           // UserPromptSubmit
+	LLMRequest     *LLMRequest `json:"llm_request"`      // BeforeModel (Gemini CLI)
+}
+
+// LLMRequest is the part crew reads and writes of the request Gemini CLI
+// is about to send its model (BeforeModel's llm_request): its text
+// contents in order, one message per content with text. An answer's
+// messages replace the text of those contents in order, and any beyond
+// them are added at the end (Gemini CLI 0.61, fromHookLLMRequest).
+type LLMRequest struct {
+	Messages []LLMMessage `json:"messages"`
+}
+
+// LLMMessage is one text content of an LLMRequest.
+type LLMMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// text is the request's text, all messages joined.
+func (r *LLMRequest) text() string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, m := range r.Messages {
+		b.WriteString(m.Content)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // wakePrompt is how the prompt of Claude Code's UserPromptSubmit begins
@@ -168,7 +200,7 @@ func (a Agent) Request(event string, in Input, via string) (app.Deliver, error) 
 	if in.HookEventName != "" && in.HookEventName != event {
 		return app.Deliver{}, fmt.Errorf("hook %s got the input of %s: %w", event, in.HookEventName, crew.ErrInvalid)
 	}
-	return app.Deliver{Moment: a.Events[i].At, Session: in.SessionID, StopActive: in.StopHookActive, Woken: a.Events[i].At == app.AtPrompt && a.Wakes() && in.Woken(), Tools: a.Tools, Via: via}, nil
+	return app.Deliver{Moment: a.Events[i].At, Session: in.SessionID, StopActive: in.StopHookActive, Woken: a.Events[i].At == app.AtPrompt && a.Wakes() && in.Woken(), Shown: in.LLMRequest.text(), Tools: a.Tools, Via: via}, nil
 }
 
 // Output is a hook's answer.
@@ -181,15 +213,32 @@ type Output struct {
 // SpecificOutput is the event's own part of an answer: the text the
 // model is shown.
 type SpecificOutput struct {
-	HookEventName     string `json:"hookEventName"`
-	AdditionalContext string `json:"additionalContext"`
+	HookEventName     string      `json:"hookEventName"`
+	AdditionalContext string      `json:"additionalContext,omitempty"`
+	LLMRequest        *LLMRequest `json:"llm_request,omitempty"` // BeforeModel: the request with the brief put back
 }
 
-// Answer is the hook's answer to event carrying delivery d: a blocked
-// stop as decision "block" with the reason, text to show as
-// additionalContext; nil (no answer) for nothing to show.
-func Answer(event string, d *app.Delivery) *Output {
+// Answer is the hook's answer to event with input in carrying delivery
+// d: a blocked stop as decision "block" with the reason, text to show as
+// additionalContext, or at a model request (BeforeModel) as in's request
+// with the text put before its first message's; nil (no answer) for
+// nothing to show.
+func Answer(event string, in Input, d *app.Delivery) *Output {
 	switch {
+	case d.Moment == app.AtModelRequest:
+		if d.Text == "" {
+			return nil
+		}
+		var msgs []LLMMessage
+		if in.LLMRequest != nil {
+			msgs = slices.Clone(in.LLMRequest.Messages)
+		}
+		if len(msgs) == 0 {
+			msgs = []LLMMessage{{Role: "user", Content: d.Text}}
+		} else {
+			msgs[0].Content = d.Text + "\n\n" + msgs[0].Content
+		}
+		return &Output{HookSpecificOutput: &SpecificOutput{HookEventName: event, LLMRequest: &LLMRequest{Messages: msgs}}}
 	case d.Block:
 		return &Output{Decision: "block", Reason: d.Text}
 	case d.Text != "":

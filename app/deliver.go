@@ -18,7 +18,7 @@ import (
 // Moment is a point of a worker agent's loop where crew delivers
 // (Deliver). An agent's hooks name them in its own words: Claude Code's
 // SessionStart, PostToolUse, Stop and UserPromptSubmit, Gemini CLI's
-// SessionStart, AfterTool, AfterAgent and BeforeAgent (cmd/crew,
+// SessionStart, AfterTool, AfterAgent, BeforeAgent and BeforeModel (cmd/crew,
 // crew hook).
 type Moment string
 
@@ -37,6 +37,13 @@ const (
 	AtStop Moment = "stop"
 	// AtPrompt: a prompt was submitted. Everything not delivered before.
 	AtPrompt Moment = "prompt"
+	// AtModelRequest: the agent is about to send its model a request
+	// whose text is Deliver.Shown (Gemini CLI's BeforeModel). The brief
+	// (as at AtSessionStart, recorded nothing) when that text does not
+	// show it, else nothing: an agent that compressed its history and
+	// has no hook at that moment (Gemini CLI) gets its brief back in
+	// every request after, once.
+	AtModelRequest Moment = "model-request"
 )
 
 // MaxStopBlocks is how many stops in a row (Deliver.StopActive) Deliver
@@ -47,7 +54,7 @@ const MaxStopBlocks = 3
 // Deliver.
 type Deliver struct {
 	Run    string `json:"run,omitempty" jsonschema:"the run id (default: the identity's, else the most recently created run)"`
-	Moment Moment `json:"moment" jsonschema:"session-start, tool-result, stop or prompt"`
+	Moment Moment `json:"moment" jsonschema:"session-start, tool-result, stop, prompt or model-request"`
 	// Session is the agent's session id: the count of stops in a row
 	// blocked is the session's.
 	Session string `json:"session,omitempty" jsonschema:"the agent's session id"`
@@ -63,8 +70,11 @@ type Deliver struct {
 	// Peek, at AtSessionStart only, returns what the moment would
 	// deliver and records nothing (no delivery, no sign of life): crew
 	// setup's check of the hooks it wrote.
-	Peek bool   `json:"peek,omitempty" jsonschema:"at session-start: show what would be delivered, record nothing"`
-	Task string `json:"-"` // the worker's task (default: the identity's; none: the leader's delivery, or nothing)
+	Peek bool `json:"peek,omitempty" jsonschema:"at session-start: show what would be delivered, record nothing"`
+	// Shown, at AtModelRequest, is the text of the request the agent is
+	// about to send its model.
+	Shown string `json:"-"`
+	Task  string `json:"-"` // the worker's task (default: the identity's; none: the leader's delivery, or nothing)
 	// Tools is how the agent names crew's MCP tools in the brief, and
 	// how it loads them when they are deferred (zero: crew_ask, ...).
 	Tools ToolNames `json:"-"`
@@ -148,10 +158,12 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	d := &Delivery{Moment: req.Moment}
 	switch req.Moment {
 	case AtSessionStart, AtToolResult, AtStop, AtPrompt:
+	case AtModelRequest:
+		req.Peek = true // the brief again: nothing new is shown
 	default:
-		return nil, fmt.Errorf("unknown moment %q: session-start, tool-result, stop or prompt: %w", req.Moment, crew.ErrInvalid)
+		return nil, fmt.Errorf("unknown moment %q: session-start, tool-result, stop, prompt or model-request: %w", req.Moment, crew.ErrInvalid)
 	}
-	if req.Peek && req.Moment != AtSessionStart {
+	if req.Peek && req.Moment != AtSessionStart && req.Moment != AtModelRequest {
 		return nil, fmt.Errorf("peek is for the session-start moment only: %w", crew.ErrInvalid)
 	}
 	if len(req.Session) > MaxSession {
@@ -177,6 +189,10 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	switch req.Moment {
 	case AtSessionStart:
 		err = w.brief()
+	case AtModelRequest:
+		if err = w.brief(); err == nil {
+			w.unlessShown(workerBriefStart(w.r.Manifest.ID))
+		}
 	case AtToolResult:
 		err = w.fresh(midTurn)
 	case AtPrompt:
@@ -273,6 +289,10 @@ func (a *App) deliverToLeader(ctx context.Context, req Deliver, d *Delivery) (*D
 	switch req.Moment {
 	case AtSessionStart:
 		err = w.leaderBrief()
+	case AtModelRequest:
+		if err = w.leaderBrief(); err == nil {
+			w.unlessShown(leaderBriefStart(w.r.Manifest.ID))
+		}
 	case AtToolResult, AtPrompt:
 		err = w.fresh(func(*events.Message) bool { return true })
 	case AtStop:
@@ -363,6 +383,19 @@ func pendingOnly(msgs []events.Message) []events.Message {
 	return out
 }
 
+// workerBriefStart and leaderBriefStart are how a brief begins: what
+// AtModelRequest looks for in the request's text.
+func workerBriefStart(run string) string { return "You are a crew worker: run " + run }
+func leaderBriefStart(run string) string { return "You are the crew leader of run " + run }
+
+// unlessShown is AtModelRequest's rule: the brief only when the
+// request's text does not show its start.
+func (w *delivery) unlessShown(start string) {
+	if strings.Contains(w.req.Shown, start) {
+		w.d.Text = ""
+	}
+}
+
 // brief is AtSessionStart's delivery: the worker's brief, at startup and
 // again after a resume, a clear or a compaction.
 func (w *delivery) brief() error {
@@ -372,7 +405,7 @@ func (w *delivery) brief() error {
 	}
 	var b strings.Builder
 	m := w.r.Manifest
-	fmt.Fprintf(&b, "You are a crew worker: run %s", m.ID)
+	b.WriteString(workerBriefStart(m.ID))
 	if m.Title != "" {
 		fmt.Fprintf(&b, " (%s)", m.Title)
 	}
@@ -576,7 +609,7 @@ func (w *delivery) leaderBrief() error {
 	}
 	var b strings.Builder
 	m := w.r.Manifest
-	fmt.Fprintf(&b, "You are the crew leader of run %s", m.ID)
+	b.WriteString(leaderBriefStart(m.ID))
 	if m.Title != "" {
 		fmt.Fprintf(&b, " (%s)", m.Title)
 	}

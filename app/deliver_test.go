@@ -96,7 +96,7 @@ func TestDeliverStopCount(t *testing.T) {
 // nothing, and no state root is looked for.
 func TestDeliverNoTask(t *testing.T) {
 	a := app.New(func() (*run.Root, error) { return nil, errors.New("no root should be opened") }, app.Identity{})
-	for _, m := range []app.Moment{app.AtSessionStart, app.AtToolResult, app.AtStop, app.AtPrompt} {
+	for _, m := range []app.Moment{app.AtSessionStart, app.AtToolResult, app.AtStop, app.AtPrompt, app.AtModelRequest} {
 		d, err := a.Deliver(context.Background(), app.Deliver{Moment: m})
 		if err != nil || d.Text != "" || d.Block || d.Moment != m {
 			t.Fatalf("%s without a task: %+v, %v", m, d, err)
@@ -270,5 +270,38 @@ func TestWakeInTurn(t *testing.T) {
 	defer cancel()
 	if d, err := a.Wake(wctx, app.Wake{}, nil); err != nil || !strings.Contains(d.Text, "and vet") {
 		t.Fatalf("after the turn, a follow-up did not wake the agent: %+v, %v", d, err)
+	}
+}
+
+// TestDeliverModelRequest: at a model request the brief comes back when
+// the request's text does not show it (the agent compressed its
+// history), and nothing when it does; it records nothing, so a steer in
+// it is still delivered at the next tool result; the leader's too.
+func TestDeliverModelRequest(t *testing.T) {
+	w, _ := newWorker(t)
+	ctx := context.Background()
+	brief, err := w.Deliver(ctx, app.Deliver{Moment: app.AtSessionStart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := w.Deliver(ctx, app.Deliver{Moment: app.AtModelRequest, Shown: "summary\n" + brief.Text + "\nmore"}); err != nil || d.Text != "" {
+		t.Fatalf("a request showing the brief got %q, %v; want nothing", d.Text, err)
+	}
+	leader := app.New(w.Root, app.Identity{Run: "r1", As: "leader"})
+	if _, err := leader.Steer(ctx, app.ToWorker{Task: "t1", Body: "use runes"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := w.Deliver(ctx, app.Deliver{Moment: app.AtModelRequest, Shown: "<state_snapshot>compressed</state_snapshot>"})
+	if err != nil || !strings.HasPrefix(d.Text, "You are a crew worker: run r1") || len(d.Delivered) != 0 {
+		t.Fatalf("a request without the brief got %q (delivered %v), %v; want the brief, nothing recorded", d.Text, d.Delivered, err)
+	}
+	if d, err := w.Deliver(ctx, app.Deliver{Moment: app.AtToolResult}); err != nil || !strings.Contains(d.Text, "use runes") {
+		t.Fatalf("the steer after a model request's brief: %q, %v; want it delivered at the tool result", d.Text, err)
+	}
+	if d, err := leader.Deliver(ctx, app.Deliver{Moment: app.AtModelRequest}); err != nil || !strings.HasPrefix(d.Text, "You are the crew leader of run r1") {
+		t.Fatalf("the leader's request without its brief got %q, %v", d.Text, err)
+	}
+	if d, err := leader.Deliver(ctx, app.Deliver{Moment: app.AtModelRequest, Shown: "x You are the crew leader of run r1, as leader."}); err != nil || d.Text != "" {
+		t.Fatalf("the leader's request showing its brief got %q, %v", d.Text, err)
 	}
 }

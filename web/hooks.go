@@ -116,7 +116,7 @@ func (h hookHandler) answer(w http.ResponseWriter, r *http.Request) (written boo
 	}
 	req.Show = func(d *app.Delivery) error {
 		var body []byte
-		if out := agenthook.Answer(event, d); out != nil {
+		if out := agenthook.Answer(event, in, d); out != nil {
 			if body, err = json.Marshal(out); err != nil {
 				return err
 			}

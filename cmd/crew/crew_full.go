@@ -47,6 +47,9 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 		return natsstore.Dial(e.c.Context, addr, natsstore.Options{
 			Creds: e.c.String("nats-creds"), TLSCA: e.c.String("nats-tls-ca"), Replicas: e.c.Int("nats-replicas"),
 			KeepLogs: true, // a command line may be crew mcp's server, whose tool calls share the store
+			// A command that waits does nothing else meanwhile; crew mcp
+			// and crew serve do.
+			QuietWaits: !slices.Contains([]string{"mcp", "serve"}, e.c.Command.Name),
 		})
 	})
 	if err != nil {

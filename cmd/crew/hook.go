@@ -148,7 +148,7 @@ func answerHook(c *cli.Context, a hookAgent) error {
 	if err != nil {
 		return err
 	}
-	out := agenthook.Answer(event, d)
+	out := agenthook.Answer(event, in, d)
 	if out == nil {
 		return nil
 	}

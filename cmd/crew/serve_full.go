@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 	"github.com/crew-dev/crew/web"
 	"github.com/urfave/cli/v2"
 )
+
+// serveGCPercent is crew serve's GOGC, unless the environment sets one.
+const serveGCPercent = 400
 
 // serve listens, prints the URL with its token, and serves until
 // interrupted (exit 130, as --follow ends).
@@ -47,6 +51,14 @@ func serve(c *cli.Context) error {
 	undelivered, err := duration(c.String("undelivered-after"))
 	if err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		// A resident server's live heap is small (a few MB: the runs it
+		// holds open), so at GOGC=100 it collected every few hundred
+		// requests and spent a fifth of its CPU doing so under a burst
+		// of MCP calls; the soft memory limit (memoryLimit) still bounds
+		// the heap.
+		debug.SetGCPercent(serveGCPercent)
 	}
 	root, err := e.root()
 	if err != nil {

@@ -42,6 +42,7 @@ type HerdFigures struct {
 	NATSHerdRatioSameLog float64   `json:"nats_herd_ratio_same_log"`
 	NATSHerdRespondMs    []float64 `json:"nats_herd_respond_ms"` // alone, with the waiters, after
 	NATSIdleWaitersCPU   float64   `json:"nats_idle_waiters_cpu"`
+	NATSIdleServerCPU    float64   `json:"nats_idle_server_cpu"` // the embedded nats-server's (the bench process's) CPU meanwhile
 	NATSFanoutWakeP50ms  float64   `json:"nats_fanout_wake_p50_ms"`
 	NATSFanoutWakeP99ms  float64   `json:"nats_fanout_wake_p99_ms"`
 	NATSAskStartRatio    float64   `json:"nats_ask_start_ratio"`
@@ -111,6 +112,7 @@ func herd(tmp string, c config, n, nNATS int, idle time.Duration) (HerdFigures, 
 	}
 	f.NATSHerdRespondMs = []float64{nh.alone, nh.with, nh.after}
 	f.NATSHerdRatioSameLog = nh.with / nh.after
+	f.NATSIdleServerCPU = nh.selfCPU
 	f.NATSHerdRatio, f.NATSIdleWaitersCPU, f.NATSFanoutWakeP50ms, f.NATSFanoutWakeP99ms, f.NATSAskStartRatio = nh.ratio, nh.idleCPU, nh.p50, nh.p99, nh.askRatio
 
 	w := fmt.Sprintf("%d workers blocked in `crew ask --wait`", n)
@@ -123,6 +125,7 @@ func herd(tmp string, c config, n, nNATS int, idle time.Duration) (HerdFigures, 
 		{"nats_herd_ratio", fmt.Sprintf("herd_ratio on NATS, %d waiters", nNATS), f2(f.NATSHerdRatio), "≤ 1.5", fmt.Sprintf("%.1f / %.1f ms (%.1f ms after, none waiting)", nh.with, nh.alone, nh.after)},
 		{"nats_herd_ratio_same_log", "herd_ratio_same_log on NATS", f2(f.NATSHerdRatioSameLog), "(context)", ""},
 		{"nats_idle_waiters_cpu", "idle_waiters_cpu on NATS", fmt.Sprintf("%.4f", f.NATSIdleWaitersCPU), "≤ 0.02", ""},
+		{"nats_idle_server_cpu", "the nats-server's CPU-seconds a second meanwhile (it runs in the bench's process: not in idle_waiters_cpu)", fmt.Sprintf("%.4f", f.NATSIdleServerCPU), "(context)", ""},
 		{"nats_fanout_wake_p99_ms", "fanout_wake_p99_ms on NATS", f2(f.NATSFanoutWakeP99ms), "≤ 50", "p50 " + f2(f.NATSFanoutWakeP50ms)},
 		{"nats_ask_start_ratio", "ask_start_ratio on NATS", f2(f.NATSAskStartRatio), "(context)", ""},
 	}
@@ -133,6 +136,7 @@ type herdResult struct {
 	alone, with, ratio float64
 	after              float64 // alone, once every waiter is answered
 	idleCPU            float64
+	selfCPU            float64 // the bench process's own meanwhile (on NATS: the server's)
 	p50, p99           float64
 	askFirst, askRatio float64
 }
@@ -302,6 +306,7 @@ func herdOn(c config, r *run.Run, env []string, n int, idle time.Duration) (herd
 	if err != nil {
 		return h, err
 	}
+	self := selfCPU()
 	t := time.Now()
 	time.Sleep(idle)
 	after, err := cpuOf(waiters)
@@ -309,6 +314,7 @@ func herdOn(c config, r *run.Run, env []string, n int, idle time.Duration) (herd
 		return h, err
 	}
 	h.idleCPU = (after - before) / time.Since(t).Seconds()
+	h.selfCPU = (selfCPU() - self) / time.Since(t).Seconds()
 	if h.with, err = timedRespond(c, r, env, "c"); err != nil {
 		return h, err
 	}
@@ -329,6 +335,22 @@ func herdOn(c config, r *run.Run, env []string, n int, idle time.Duration) (herd
 	h.p50, h.p99 = percentile(lat, 50), percentile(lat, 99)
 	h.after, err = timedRespond(c, r, env, "d")
 	return h, err
+}
+
+// selfCPU is the CPU time (seconds) this process has used so far, as
+// cpuOf counts it.
+func selfCPU() float64 {
+	files, _ := filepath.Glob("/proc/self/task/*/schedstat")
+	var ns int64
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			if fields := strings.Fields(string(b)); len(fields) > 0 {
+				v, _ := strconv.ParseInt(fields[0], 10, 64)
+				ns += v
+			}
+		}
+	}
+	return float64(ns) / 1e9
 }
 
 // cpuOf is the CPU time (seconds) the processes have used so far: the

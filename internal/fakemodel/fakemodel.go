@@ -92,6 +92,7 @@ type Server struct {
 	reqs    []Request
 	script  []Turn
 	calls   int
+	prompt  int // promptTokenCount Gemini answers report
 }
 
 // Start serves dialect until the test ends.
@@ -106,6 +107,15 @@ func Start(t testing.TB, dialect Dialect, script ...Turn) *Server {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return s
+}
+
+// PromptTokens makes every later Gemini answer report n prompt tokens
+// (usageMetadata.promptTokenCount, 100 by default): the count Gemini CLI
+// compares with its model's window to decide to compress its history.
+func (s *Server) PromptTokens(n int) {
+	s.mu.Lock()
+	s.prompt = n
+	s.mu.Unlock()
 }
 
 // Add appends turns to the script.
@@ -171,6 +181,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.calls++
 	id := s.calls
+	prompt := s.prompt
 	s.reqs = append(s.reqs, req)
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -199,7 +210,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.Contains(r.URL.Path, ":generateContent") {
 		w.Header().Set("Content-Type", "application/json")
-		b, _ := json.Marshal(geminiChunk(turn))
+		b, _ := json.Marshal(geminiChunk(turn, prompt))
 		w.Write(b)
 		return
 	}
@@ -218,7 +229,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case OpenAI:
 		openai(sse, turn, id)
 	case Gemini:
-		sse("", geminiChunk(turn))
+		sse("", geminiChunk(turn, prompt))
 	}
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
@@ -267,7 +278,10 @@ func openai(sse func(string, any), t Turn, id int) {
 	sse("response.completed", obj{"type": "response.completed", "response": resp})
 }
 
-func geminiChunk(t Turn) obj {
+func geminiChunk(t Turn, prompt int) obj {
+	if prompt == 0 {
+		prompt = 100
+	}
 	var part obj
 	if t.Tool != "" {
 		part = obj{"functionCall": obj{"name": t.Tool, "args": t.Input}}
@@ -275,7 +289,7 @@ func geminiChunk(t Turn) obj {
 		part = obj{"text": t.Text}
 	}
 	return obj{"candidates": []any{obj{"content": obj{"role": "model", "parts": []any{part}}, "finishReason": "STOP", "index": 0}},
-		"usageMetadata": obj{"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110}, "modelVersion": "gemini-2.5-pro"}
+		"usageMetadata": obj{"promptTokenCount": prompt, "candidatesTokenCount": 10, "totalTokenCount": prompt + 10}, "modelVersion": "gemini-2.5-pro"}
 }
 
 // toolNames are the names of the tools a request body offers.

@@ -38,6 +38,17 @@
 // appended since, dropping a kept state when the log is not the file it
 // was read from (kept.go; docs/files.md, Snapshots).
 //
+// Wake-ups (wake_unix.go; docs/files.md, Wake-ups). A process waiting
+// for some participants of a run (ask --wait, await, a follow) holds a
+// FIFO linked under wake/<participant>/, and a writer, after its fsync,
+// writes a byte to the FIFOs of the participants its events concern
+// (state.Concerns): a commit wakes its own waiters only. A writer killed
+// between its fsync and its pokes loses them until the next commit,
+// whose writer pokes for the events it catches up; the safety net is a
+// rescan every 60 s (a stat of events.jsonl, then only the new bytes),
+// so a lost wake-up is found within 60 s, and an idle waiter costs one
+// wake of its process a minute.
+//
 // Who does what. A Log's work is split three ways, each part with one
 // lock over what it knows and one job: the appender (log.go, lock.go) takes the run lock
 // and appends the events of a batch of operations in one write and one
@@ -58,17 +69,32 @@
 // and trusts it. The epoch ends when the lock is let go (another process
 // may write meanwhile), and also when it is kept only for the snapshots
 // of operations that have returned (a person or a test may still change
-// the files by hand). Then what the snapshotter knows of tasks.json is
-// dropped, and the rest is checked before it is trusted again:
-// events.jsonl and each mailbox file against what this process left (the
-// same file, size, modification and change times: one lstat(2) each,
-// sameVersion), each mail directory against the one held open
+// the files by hand). Then what it knows is checked before it is
+// trusted again: events.jsonl, tasks.json and each mailbox file against
+// what this process left (the same file, size, modification and change
+// times: one lstat(2) each, sameVersion), each mail directory against
+// the one held open
 // (AgentDir.Moved), the mailbox directory to be a real directory, not a
 // link to one. What changed is read or opened again: every write moves a
 // file's change time, so another process's writes and changes by hand
 // are seen (where the system gives no change time, a change by hand that
 // keeps a file's size and modification time is not). A failed write, and
 // a repair, forget what they touched.
+//
+// Snapshots across epochs. tasks.json is written every 128 events
+// (snapshotEvery) of a process, not at every let-go of the lock: while it
+// is still the file this process wrote, the snapshotter trusts its seq
+// across epochs and keeps the state it owes it, which it writes, taking
+// the lock again, once it has committed nothing for 10 ms
+// (snapshotIdle), and at Sync and Store.Close. So a process that commits
+// once per epoch, back to back (crew serve, one MCP call or HTTP hook at
+// a time), does not rewrite it each time, and a run at rest has it
+// current; a process's first commit writes it at once (its seq is
+// unknown). Meanwhile readers of other processes replay up to 127 events
+// after it, and a writer of another process also projects them again
+// (tasks.json says how far projections got; every projection is
+// idempotent) before it writes tasks.json itself. Crash safety is
+// unchanged: tasks.json is only ever a cache that matchesLog checks.
 package file
 
 import "github.com/crew-dev/crew/store"

@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"time"
 
 	"github.com/crew-dev/crew/state"
 )
@@ -21,3 +22,11 @@ func (l *Log) Hold(ctx context.Context) error {
 }
 func (l *Log) Unhold()                               { l.unhold() }
 func (l *Log) OpenSnapshotState() (seq, count int64) { return l.openSnapshotState() }
+
+// SetSnapshotIdle sets how long a Log waits, idle, before it writes the
+// tasks.json it owes, until the test ends.
+func SetSnapshotIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	was := snapshotIdle
+	snapshotIdle = d
+	t.Cleanup(func() { snapshotIdle = was })
+}

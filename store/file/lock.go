@@ -57,11 +57,20 @@ func (l *Log) lock(ctx context.Context) (*flock.Flock, error) {
 // holds the appender's turn, so that no other goroutine of this process
 // takes it meanwhile; the wait for flock(2) is outside the appender's
 // lock, so operations queue up for the next batch meanwhile.
-func (l *Log) hold(ctx context.Context) error {
+func (l *Log) hold(ctx context.Context) error { return l.holdFor(ctx, false) }
+
+// holdFor is hold; snap says the hold is flushSnapshot's (counted in
+// snapHolds too).
+func (l *Log) holdFor(ctx context.Context, snap bool) error {
 	a := &l.app
+	n := 0
+	if snap {
+		n = 1
+	}
 	a.mu.Lock()
 	if a.holds > 0 {
 		a.holds++
+		a.snapHolds += n
 		a.mu.Unlock()
 		return nil
 	}
@@ -73,44 +82,55 @@ func (l *Log) hold(ctx context.Context) error {
 	a.mu.Lock()
 	a.fl = fl
 	a.holds++
+	a.snapHolds += n
 	a.mu.Unlock()
 	return nil
 }
 
-// unhold gives back one hold. The last one lets the lock go, after
-// tasks.json has caught up, so that the next process to take it finds it
-// current (and need not replay and project again what this one did).
-// Other holds do not wait for a snapshot being written: a commit of this
-// process may go on meanwhile (it then keeps the lock, and the last hold
-// writes the snapshot again).
+// unhold gives back one hold. The last one lets the lock go, once no
+// snapshot write is in flight. tasks.json is not brought up to date
+// first: it is written every snapshotEvery events whether or not the
+// lock was let go between, and a state it still owes is kept (with the
+// Store, which writes it once the Log has been idle snapshotIdle, or at
+// Close), so that a process that commits once per lock epoch, back to
+// back, does not rewrite it every time. The next process to
+// take the lock replays the events after it (and projects them again,
+// idempotently: it takes tasks.json to say how far projections got).
 //
 // Lock order: the snapshotter's, then the appender's, then the
 // projector's.
-func (l *Log) unhold() {
+func (l *Log) unhold() { l.unholdFor(false) }
+
+// unholdFor is unhold; snap says the hold is flushSnapshot's.
+func (l *Log) unholdFor(snap bool) {
 	a, s := &l.app, &l.snap
+	n := 0
+	if snap {
+		n = 1
+	}
 	a.mu.Lock()
 	if a.holds > 1 {
 		a.holds--
+		a.snapHolds -= n
 		a.mu.Unlock()
 		return
 	}
 	a.mu.Unlock()
 	// The last hold, it seems: no snapshot write may be in flight when
-	// the lock goes (the snapshotter's lock), and none left pending.
+	// the lock goes (the snapshotter's lock).
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for a.holds == 1 && s.pending != nil {
-		a.mu.Unlock()
-		l.writePending()
-		a.mu.Lock()
-	}
 	a.holds--
+	a.snapHolds -= n
 	if a.holds == 0 {
 		// Another process may write meanwhile: the epoch ends (package
 		// doc, The lock epoch).
-		s.seq, s.pending = 0, nil
+		s.endEpoch()
+		if s.pending != nil {
+			l.store.owe(l)
+		}
 		a.wStale = a.w != nil
 		l.proj.suspect()
 		a.fl.Unlock()
@@ -119,7 +139,8 @@ func (l *Log) unhold() {
 }
 
 // suspectIfLast ends the lock epoch when jobs hold the run lock alone
-// (no commit under way, no job queued): the lock is kept past their
+// (no commit under way, no job queued; a hold of flushSnapshot, which
+// writes only tasks.json, does not count): the lock is kept past their
 // callers' return only for the snapshots, and as if it had been let go,
 // the next operation checks the log, the mailbox files and the mail
 // directories before it trusts what it knows of them, and so sees a
@@ -129,7 +150,7 @@ func (l *Log) suspectIfLast(jobs []*job) {
 	a := &l.app
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.holds == len(jobs) {
+	if a.holds-a.snapHolds == len(jobs) {
 		a.wStale = a.w != nil
 		l.proj.suspect()
 	}
@@ -200,7 +221,7 @@ func (l *Log) exclusive(fn func() error) error {
 		l.app.mu.Unlock()
 		l.proj.forget()
 		l.snap.mu.Lock()
-		l.snap.seq, l.snap.pending = 0, nil
+		l.snap.forget()
 		l.snap.mu.Unlock()
 	}()
 	return fn()

@@ -64,6 +64,10 @@ type appender struct {
 	// projection jobs), and the lock while holds > 0.
 	holds int
 	fl    *flock.Flock
+	// snapHolds are the holds of flushSnapshot, which writes only
+	// tasks.json: like the projection jobs' at suspectIfLast, they do
+	// not keep the lock epoch going.
+	snapHolds int
 	// The state as of the last commit by this process, and the log it
 	// was read from.
 	cache   *state.State

@@ -32,8 +32,9 @@ import (
 // While it keeps the lock, the process trusts what it wrote itself, and
 // after it let go, checks it first (package doc, The lock epoch): where
 // the log and the mailbox files end, and the agents' mail directories it
-// has open. tasks.json is written when the lock is let go and at least
-// every snapshotEvery events, not after every batch.
+// has open. tasks.json is written at least every snapshotEvery events
+// (whether or not the lock was let go between), once the Log has been
+// idle snapshotIdle, at Sync and at Store.Close, not after every batch.
 //
 // By default an operation returns once its mailbox lines and mail tree
 // are written, and its snapshots follow (the lock kept until they are
@@ -433,7 +434,7 @@ func (l *Log) Sync() {
 		p.cond.Wait()
 	}
 	p.mu.Unlock()
-	l.flushSnapshot() // pending only while the lock is held; a failure leaves tasks.json behind, which readers replay
+	l.flushSnapshot() // under the run lock (taken if need be); a failure leaves tasks.json behind, which readers replay
 }
 
 // enqueue hands a job to the projector, which already holds a run-lock

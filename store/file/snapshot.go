@@ -3,6 +3,7 @@ package file
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,10 +69,13 @@ func (l *Log) writeSnapshot(st *state.State) error {
 	})
 }
 
-// snapshotEvery is how many events tasks.json may fall behind the log
-// while a process keeps the run lock through a burst of commits: a reader
-// replays at most that many events after it. A process that lets the
-// lock go, or Syncs, writes it first.
+// snapshotEvery is how many events tasks.json may fall behind what a
+// process has projected: a reader replays at most that many events after
+// it. The rule holds across lock epochs: a process that commits once per
+// epoch (crew serve answering one MCP call after another) does not
+// rewrite tasks.json each time it lets the lock go, as long as tasks.json
+// is still the file it wrote (snapshotter.fi). Sync and Store.Close write
+// what is owed.
 const snapshotEvery = 128
 
 // A snapshotter writes a Log's snapshots, tasks.json and open.jsonl,
@@ -80,17 +84,49 @@ const snapshotEvery = 128
 // read and set without it (atomics), so that a commit never waits for a
 // snapshot being written.
 type snapshotter struct {
-	mu sync.Mutex // guards seq and pending; held while tasks.json is written
+	mu sync.Mutex // guards seq, fi, stale and pending; held while tasks.json is written
 	// seq is the seq of the state in tasks.json, when this process wrote
-	// it in this lock epoch (0: unknown); pending is a later state,
-	// written when it is due, at Sync, or before the lock is let go.
+	// it (0: unknown), and fi the file as lstat(2) said right after;
+	// stale: the lock epoch ended since, so fi is checked before seq is
+	// trusted again (known). pending is a later state, written when it
+	// is due (snapshotEvery), at Sync or at Store.Close.
 	seq     int64
+	fi      os.FileInfo
+	stale   bool
 	pending *state.State
 	// open.jsonl as this process last read or wrote it
 	// (openSnapshotState).
 	openSeq, openCount atomic.Int64
 	openKnown          atomic.Bool
 }
+
+// known checks, when the lock epoch ended since this process wrote
+// tasks.json, that the file is still the one it wrote (sameVersion: a
+// rewrite by another process renames another inode into place, and any
+// write moves the change time); if not, what it knew of tasks.json,
+// and the pending state older than it, are forgotten. The caller holds
+// the snapshotter's lock and the run lock.
+func (l *Log) known() {
+	s := &l.snap
+	if !s.stale {
+		return
+	}
+	s.stale = false
+	if s.fi == nil || !unchanged(l.path("tasks.json"), s.fi) {
+		s.seq, s.fi, s.pending = 0, nil, nil
+	}
+}
+
+// endEpoch is the snapshotter's part of the end of a lock epoch: what it
+// knows of tasks.json is checked before it is trusted again (known), and
+// a pending state is kept, to be written when due. The caller holds the
+// snapshotter's lock.
+func (s *snapshotter) endEpoch() { s.stale = s.seq != 0 }
+
+// forget forgets what the snapshotter knows of tasks.json and the state
+// it owes it, after a repair rewrote the run's files. The caller holds
+// its lock.
+func (s *snapshotter) forget() { s.seq, s.fi, s.stale, s.pending = 0, nil, false, nil }
 
 // checkpoint writes st (the state after a projection job) to tasks.json
 // when it is due, and otherwise keeps it to write later. The caller
@@ -99,6 +135,7 @@ func (l *Log) checkpoint(st *state.State) error {
 	s := &l.snap
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l.known()
 	if s.pending == nil || s.pending.Seq < st.Seq {
 		s.pending = st
 	}
@@ -108,17 +145,32 @@ func (l *Log) checkpoint(st *state.State) error {
 	return l.writePending()
 }
 
-// flushSnapshot writes the pending state, if any, to tasks.json. The
-// caller holds the run lock.
+// owes reports whether a state is pending, not yet written to tasks.json.
+func (s *snapshotter) owes() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending != nil
+}
+
+// flushSnapshot writes the pending state, if any, to tasks.json, under
+// the run lock: the hold of the caller, or one taken for it.
 func (l *Log) flushSnapshot() error {
+	if !l.snap.owes() {
+		return nil
+	}
+	if err := l.holdFor(context.Background(), true); err != nil {
+		return err
+	}
+	defer l.unholdFor(true)
 	l.snap.mu.Lock()
 	defer l.snap.mu.Unlock()
+	l.known()
 	return l.writePending()
 }
 
 // writePending writes the pending state to tasks.json, unless there is
 // none or tasks.json already holds a later one. The caller holds the
-// snapshotter's lock and the run lock.
+// snapshotter's lock and the run lock, and has called known.
 func (l *Log) writePending() error {
 	s := &l.snap
 	st := s.pending
@@ -127,10 +179,14 @@ func (l *Log) writePending() error {
 		return nil
 	}
 	if err := l.writeSnapshot(st); err != nil {
-		s.seq = 0
+		s.seq, s.fi = 0, nil
 		return err
 	}
-	s.seq = max(s.seq, st.Seq)
+	fi, err := os.Lstat(l.path("tasks.json"))
+	if err != nil {
+		fi = nil // unknown: the next epoch's first checkpoint writes it
+	}
+	s.seq, s.fi = max(s.seq, st.Seq), fi
 	return nil
 }
 

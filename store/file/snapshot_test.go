@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -287,10 +289,11 @@ func TestOpenSnapshotWrittenWhenDue(t *testing.T) {
 	}
 }
 
-// TestSnapshotEvery128WhileHeldAndAtRelease: while a process keeps the run
-// lock through a burst, tasks.json falls at most file.SnapshotEvery events
-// behind what it has projected, and it is current once the lock is let go.
-func TestSnapshotEvery128WhileHeldAndAtRelease(t *testing.T) {
+// TestSnapshotEvery128AndAtClose: tasks.json falls at most
+// file.SnapshotEvery events behind what a process has projected, whether
+// it keeps the run lock through a burst or lets it go between, and it is
+// current once the process closes its root (Store.Close).
+func TestSnapshotEvery128AndAtClose(t *testing.T) {
 	r := newTestRun(t)
 	ctx := context.Background()
 	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
@@ -305,11 +308,100 @@ func TestSnapshotEvery128WhileHeldAndAtRelease(t *testing.T) {
 		if snap := snapshotSeq(t, r); seq-snap >= file.SnapshotEvery {
 			t.Fatalf("after the job of seq %d, tasks.json is at seq %d: over %d behind", seq, snap, file.SnapshotEvery)
 		}
+		if seq%100 == 0 { // the lock let go and taken again
+			fl(r).Unhold()
+			must(t, fl(r).Hold(ctx))
+		}
 	}
 	fl(r).Unhold()
-	if snap := snapshotSeq(t, r); snap != st.Seq+300 {
-		t.Fatalf("after the lock is let go, tasks.json is at seq %d, want %d", snap, st.Seq+300)
+	if snap := snapshotSeq(t, r); st.Seq+300-snap >= file.SnapshotEvery {
+		t.Fatalf("after the lock is let go, tasks.json is at seq %d: over %d behind %d", snap, file.SnapshotEvery, st.Seq+300)
 	}
+	must(t, r.Root().Close())
+	if snap := snapshotSeq(t, r); snap != st.Seq+300 {
+		t.Fatalf("after Close, tasks.json is at seq %d, want %d", snap, st.Seq+300)
+	}
+}
+
+// TestSnapshotKeptAcrossLockEpochs: a long-lived process (crew serve)
+// that commits once per lock epoch, another process taking the run lock
+// between its commits, does not rewrite tasks.json each time it lets
+// the lock go (only every file.SnapshotEvery events, or once idle,
+// which this test puts off), yet another process reads every commit,
+// and writes after them with the mailbox files and mail tree right;
+// when that process rewrites tasks.json, the first starts from its file
+// again; Close leaves tasks.json current.
+func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
+	file.SetSnapshotIdle(t, time.Hour)
+	keeping, other := keptRoots(t)
+	ctx := context.Background()
+	k, err := keeping.Open("r1")
+	must(t, err)
+	lock := flock.New(filepath.Join(k.Dir(), "run.lock"))
+	takeLock := func() { // as another process does between two commits
+		t.Helper()
+		must(t, lock.Lock())
+		must(t, lock.Unlock())
+	}
+	steer := func(r *run.Run, i int) *events.Message {
+		t.Helper()
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: fmt.Sprint("steer ", i)})
+		must(t, err)
+		takeLock()
+		return m
+	}
+	first := steer(k, 0)
+	if snap := snapshotSeq(t, k); snap != first.Seq {
+		t.Fatalf("after the first commit of a process, tasks.json is at seq %d, want %d", snap, first.Seq)
+	}
+	var last *events.Message
+	for i := 1; i < 100; i++ {
+		last = steer(k, i)
+		if snap := snapshotSeq(t, k); snap != first.Seq {
+			t.Fatalf("after steer %d, each in a lock epoch of its own, tasks.json was rewritten (at seq %d); want it left at seq %d until %d events behind", i, snap, first.Seq, file.SnapshotEvery)
+		}
+	}
+	o, err := other.Open("r1")
+	must(t, err)
+	inbox, err := o.Inbox(ctx, "t1", run.InboxOptions{})
+	must(t, err)
+	if len(inbox) != 100 || inbox[99].ID != last.ID {
+		t.Fatalf("another process reads %d messages in t1's inbox, want the 100 steers", len(inbox))
+	}
+	o, err = other.Open("r1") // a process of one commit, as crew steer
+	must(t, err)
+	theirs := steer(o, 100) // replays the kept Log's events after tasks.json, and writes it
+	checkMailboxes(t, o, "after another process's commit")
+	if snap := snapshotSeq(t, o); snap != theirs.Seq {
+		t.Fatalf("after another process's commit, tasks.json is at seq %d, want %d", snap, theirs.Seq)
+	}
+	// The kept Log sees tasks.json changed: its next commit writes it,
+	// as a first commit does.
+	ours := steer(k, 101)
+	if snap := snapshotSeq(t, k); snap != ours.Seq {
+		t.Fatalf("after tasks.json was rewritten by another process, the kept Log's commit left it at seq %d, want %d", snap, ours.Seq)
+	}
+	for i := 102; i < 110; i++ {
+		last = steer(k, i)
+	}
+	for i, m := range inbox { // read by crew inbox
+		if !readFlag(t, o, "t1", m.ID) {
+			t.Errorf("steer %d was read, its mail copy is not marked read", i)
+		}
+	}
+	for i, m := range []*events.Message{theirs, ours, last} {
+		if readFlag(t, o, "t1", m.ID) {
+			t.Errorf("steer %d of the end was not read, its mail copy is marked read", i)
+		}
+	}
+	if n := len(treeFlags(t, o)); n != 110 {
+		t.Errorf("the mail tree holds %d copies, want 110", n)
+	}
+	must(t, keeping.Close())
+	if snap := snapshotSeq(t, k); snap != last.Seq {
+		t.Fatalf("after Close, tasks.json is at seq %d, want %d", snap, last.Seq)
+	}
+	checkMailboxes(t, o, "at the end")
 }
 
 // snapshotSeq returns the seq tasks.json holds, sealed or not.
@@ -380,5 +472,25 @@ func TestCloseDuringOperations(t *testing.T) {
 	must(t, r.Root().Close())
 	if snap := fl(r).ReadSnapshot(); snap.Seq != last.Load() {
 		t.Fatalf("after the operations and Close, tasks.json is at seq %d, want %d", snap.Seq, last.Load())
+	}
+}
+
+// TestSnapshotWrittenOnceIdle: a long-lived process that let the run
+// lock go owing tasks.json a state writes it, taking the lock again,
+// once it has committed nothing for a while, without Close.
+func TestSnapshotWrittenOnceIdle(t *testing.T) {
+	keeping, _ := keptRoots(t)
+	ctx := context.Background()
+	k, err := keeping.Open("r1")
+	must(t, err)
+	var last *events.Message
+	for i := range 20 {
+		last, err = k.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: fmt.Sprint("steer ", i)})
+		must(t, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); snapshotSeq(t, k) != last.Seq; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("20 s after the last commit, tasks.json is at seq %d, want %d", snapshotSeq(t, k), last.Seq)
+		}
 	}
 }

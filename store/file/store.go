@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -50,6 +51,11 @@ type Store struct {
 	// background counts the goroutines of its runs still writing
 	// projections after their operations returned (Close waits).
 	background counter
+	// owing are the Logs that let the run lock go owing tasks.json a
+	// state (unhold), each with the timer that writes it once the Log
+	// has been idle snapshotIdle; Close writes them at once.
+	owingMu sync.Mutex
+	owing   map[*Log]*time.Timer
 
 	mu   sync.Mutex
 	logs map[string]keptLog // by run id, with KeepLogs
@@ -75,15 +81,67 @@ func sameVersion(a, b os.FileInfo) bool {
 
 // Close waits until the runs opened through r have written the
 // projections of every operation they committed: those of an
-// asynchronous Log (SetAsync), and the snapshots (tasks.json,
-// open.jsonl) a synchronous operation leaves to be written after it
-// returns. A process that ends without it leaves them behind the log,
-// which the next writer catches up on. Operations may go on meanwhile
-// (Close then also waits for theirs). It returns nil; the Store stays
-// usable.
+// asynchronous Log (SetAsync), the snapshots (tasks.json, open.jsonl) a
+// synchronous operation leaves to be written after it returns, and the
+// tasks.json a Log let the run lock go without (it is written every
+// snapshotEvery events, not at every let-go), taking the run lock for
+// it. A process that ends without it leaves them behind the log, which
+// the next writer catches up on. Operations may go on meanwhile (Close
+// then also waits for theirs). It returns nil; the Store stays usable.
 func (r *Store) Close() error {
 	r.background.wait()
+	r.owingMu.Lock()
+	owing := r.owing
+	r.owing = nil
+	for _, t := range owing {
+		t.Stop()
+	}
+	r.owingMu.Unlock()
+	for l := range owing {
+		l.flushSnapshot() // a failure leaves tasks.json behind, which readers replay
+	}
+	r.background.wait()
 	return nil
+}
+
+// snapshotIdle is how long a Log that let the run lock go owing
+// tasks.json a state waits for its next commit before it takes the lock
+// again to write it: a burst of commits one per lock epoch (crew serve
+// answering MCP calls back to back) does not rewrite tasks.json each
+// time, and a run at rest has it current, so that the next process to
+// write need not replay and project again what this one did.
+var snapshotIdle = 10 * time.Millisecond
+
+// owe notes that l let the run lock go owing tasks.json a state: it is
+// written once l has been idle snapshotIdle (the timer is started again
+// at each let-go), or at Close.
+func (r *Store) owe(l *Log) {
+	r.owingMu.Lock()
+	defer r.owingMu.Unlock()
+	if t, ok := r.owing[l]; ok {
+		t.Reset(snapshotIdle)
+		return
+	}
+	if r.owing == nil {
+		r.owing = map[*Log]*time.Timer{}
+	}
+	var t *time.Timer
+	t = time.AfterFunc(snapshotIdle, func() {
+		r.owingMu.Lock()
+		if r.owing[l] != t {
+			r.owingMu.Unlock() // Close took it over
+			return
+		}
+		delete(r.owing, l)
+		r.background.add() // before the lock is let go: Close waits for it
+		r.owingMu.Unlock()
+		defer r.background.done()
+		if _, err := os.Lstat(l.path("run.lock")); err != nil {
+			return // the run is gone (removed with its directory): run.lock is not made again
+		}
+		l.flushSnapshot() // a failure leaves tasks.json behind, which readers replay
+	})
+	r.owing[l] = t
 }
 
 // A counter counts goroutines at work, like a sync.WaitGroup that may be

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,34 +51,49 @@ import (
 // them. A writer that crashes between the log's fsync and its pokes
 // leaves the events unprojected, and the next writer, which projects
 // them, pokes for them too (tail.Project). The rest is the rescan's:
-// every wakeRescan, growing to wakeRescanMax while it finds nothing, the
+// every wakeRescan (the first one after a random part of it), the
 // waiter stats events.jsonl and, when it grew, reads only the new bytes
 // and wakes its owner when any line names one of its participants.
 
-// wakeRescan is the first safety-net rescan's period, doubled after each
-// rescan that finds nothing for the waiter, up to wakeRescanMax. A wake
-// of a blocked Go process costs about 0.3 ms of CPU (its threads hand
-// the timer over and spin before they sleep again): a thousand idle
-// waiters rescanning every 30 s use 0.01 CPU-second a second, every
-// second 0.3. A lost wake-up (only a writer that died between its fsync
-// and its pokes, with no writer after it) is so found within 30 s.
+// wakeRescan is the safety-net rescan's period, and so the bound on how
+// late a lost wake-up is found: only a writer killed between its fsync
+// and its pokes loses one, and then only until the next commit in the
+// run, whose writer pokes for the events it catches up. The rescan is
+// what an idle waiter costs: each one wakes a blocked Go process (the
+// timer's thread, sysmon, a spinning thread), 0.2–0.9 ms of CPU on a
+// 2-core VM, more the longer it slept. A thousand waiters rescanning
+// every 60 s so use about 0.01 CPU-second a second; every 30 s, as
+// before, 0.02; doubling from 1 s, young waiters used 0.035 (README,
+// Performance). A young waiter does not rescan sooner: it has just read
+// the log, and a later commit's poke is no likelier lost early in a wait
+// than late. Its first rescan comes after a random time between half the
+// period and the whole, so that waiters started together (a fan-out) do
+// not all wake at the same moment ever after.
+var wakeRescan = 60 * time.Second // a variable for the tests of a lost wake-up
+
 const (
-	wakeRescan    = time.Second
-	wakeRescanMax = 30 * time.Second
+	// wakeFallback is the period of a waiter whose FIFO cannot be read
+	// (not expected): it wakes its owner every time, as a watch without
+	// notifications does (events.Rescan).
+	wakeFallback = time.Second
 	// wakeReadMax caps the new bytes a rescan reads: a log that grew more
 	// wakes the owner, who reads it anyway.
 	wakeReadMax = 4 << 20
+	// wakeChunk is how much of the new bytes a rescan reads at a time.
+	wakeChunk = 32 << 10
 )
 
 // fifoWaiter is a Watch for participants: a FIFO of its own under wake/.
 type fifoWaiter struct {
 	f      *os.File
-	names  []string // its links under wake/
-	log    string   // events.jsonl
-	off    int64    // how far the rescan has looked
-	any    bool     // a participant is state.Leader: any growth wakes
-	needle [][]byte // `"participant"` for each task participant
-	rescan time.Duration
+	names  []string      // its links under wake/
+	log    string        // events.jsonl
+	off    int64         // how far the rescan has looked
+	any    bool          // a participant is state.Leader: any growth wakes
+	needle [][]byte      // `"participant"` for each task participant
+	chunk  []byte        // the rescan's buffer (wakeChunk bytes), once it read
+	every  time.Duration // the rescan's period: wakeRescan (tests set less)
+	next   time.Time     // when the next rescan is due
 	buf    [64]byte
 }
 
@@ -99,7 +115,8 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &fifoWaiter{f: f, log: l.EventsPath(), rescan: wakeRescan}
+	w := &fifoWaiter{f: f, log: l.EventsPath(), every: wakeRescan}
+	w.next = time.Now().Add(w.every/2 + mrand.N(w.every/2+1))
 	if fi, err := os.Stat(w.log); err == nil {
 		w.off = fi.Size()
 	}
@@ -114,7 +131,7 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 			w.Close()
 			return nil, err
 		}
-		tidyWake(pd)
+		l.tidyWakeOf(p)
 		link := filepath.Join(pd, name)
 		if err := os.Link(tmp, link); err != nil {
 			w.Close()
@@ -127,32 +144,34 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 
 // Wait implements store.Waiter: it returns when the FIFO was poked, or
 // a rescan found new lines naming a participant, or with ctx's error.
+// The rescans keep their period across Waits: a poke does not bring the
+// next one sooner (the bound is the period's, from any moment).
 func (w *fifoWaiter) Wait(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
 	defer stop()
 	for {
-		w.f.SetReadDeadline(time.Now().Add(w.rescan))
+		w.f.SetReadDeadline(w.next)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		n, err := w.f.Read(w.buf[:])
 		switch {
 		case n > 0:
-			w.rescan = wakeRescan
 			return nil
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if w.grown() {
-				w.rescan = wakeRescan
-				return nil
+			if now := time.Now(); !now.Before(w.next) {
+				w.next = now.Add(w.every)
+				if w.grown() {
+					return nil
+				}
 			}
-			w.rescan = min(2*w.rescan, wakeRescanMax)
 		default:
-			// Not expected of a FIFO open at both ends: sleep a rescan and
-			// wake, as a watch without notifications does.
-			t := time.NewTimer(w.rescan)
+			// Not expected of a FIFO open at both ends: sleep and wake,
+			// as a watch without notifications does.
+			t := time.NewTimer(wakeFallback)
 			defer t.Stop()
 			select {
 			case <-t.C:
@@ -167,7 +186,11 @@ func (w *fifoWaiter) Wait(ctx context.Context) error {
 // grown reports whether events.jsonl has new lines since the last rescan
 // that may concern the waiter (any new line for the leader; for a task,
 // one naming it: every event that concerns a task names it), reading
-// only the new bytes.
+// only the new bytes, wakeChunk at a time into a buffer the waiter keeps.
+// A buffer of their size, made at each rescan (up to wakeReadMax, in
+// each of a thousand waiters), cost more: a first rescan after 420 KB of
+// others' messages took 1.0–1.2 ms of CPU against 1.3–1.5 (paired, 50
+// waiters each, loaded machine).
 func (w *fifoWaiter) grown() bool {
 	fi, err := os.Stat(w.log)
 	if err != nil {
@@ -189,20 +212,45 @@ func (w *fifoWaiter) grown() bool {
 		return true
 	}
 	defer f.Close()
-	b := make([]byte, size-w.off)
-	n, err := f.ReadAt(b, w.off)
-	if err != nil && err != io.EOF {
-		return true
+	if w.chunk == nil {
+		w.chunk = make([]byte, wakeChunk)
 	}
-	b = b[:n]
-	end := bytes.LastIndexByte(b, '\n') + 1 // an unfinished line is read again next time
-	w.off += int64(end)
+	// Only complete lines are searched: an unfinished one is read again
+	// next time. The last newline is looked for from the end back.
+	end := size
+	for end > w.off {
+		lo := max(w.off, end-wakeChunk)
+		if n, _ := f.ReadAt(w.chunk[:end-lo], lo); n < int(end-lo) {
+			return true // cut meanwhile, or unreadable: its owner reads it
+		}
+		if i := bytes.LastIndexByte(w.chunk[:end-lo], '\n'); i >= 0 {
+			end = lo + int64(i) + 1
+			break
+		}
+		end = lo
+	}
+	// Each chunk is searched with the end of the one before it (the
+	// longest needle but a byte), so that a name cut in two is found.
+	carry := 0
 	for _, nd := range w.needle {
-		if bytes.Contains(b[:end], nd) {
+		carry = max(carry, len(nd)-1)
+	}
+	found := false
+	for keep, at := 0, w.off; at < end && !found; {
+		n := int(min(int64(wakeChunk-keep), end-at))
+		if k, _ := f.ReadAt(w.chunk[keep:keep+n], at); k < n {
 			return true
 		}
+		b := w.chunk[:keep+n]
+		at += int64(n)
+		for _, nd := range w.needle {
+			found = found || bytes.Contains(b, nd)
+		}
+		keep = min(carry, len(b))
+		copy(w.chunk, b[len(b)-keep:])
 	}
-	return false
+	w.off = end
+	return found
 }
 
 // Close implements store.Waiter: the names go first, so that no writer
@@ -214,15 +262,37 @@ func (w *fifoWaiter) Close() error {
 	return w.f.Close()
 }
 
-// tidyWake removes from the participant directory dir the FIFOs no
-// process reads any more, left by waiters killed before they could
-// remove their names: a FIFO without a reader refuses to open for
-// writing (ENXIO). A name appears only once its FIFO is open (see
-// above), so one that refuses is stale; a FIFO still being made, under
-// a hidden name, is left alone unless the process in its name is gone.
-// It returns how many it removed.
-func tidyWake(dir string) int {
-	ents, err := os.ReadDir(dir)
+// openWake opens wake/ (participant "") or wake/<participant>/ for the
+// *at calls of a poke or a tidy, refusing a symbolic link in place of
+// either (O_NOFOLLOW): crew writes to and removes FIFOs in its own
+// directories only, never through a link to another (docs/files.md,
+// Wake-ups). Waiters never link there: mkdir refuses a link.
+func (l *Log) openWake(participant string) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(l.WakeDir(), flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	if participant != "" {
+		sub, err := unix.Openat(fd, participant, flags, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		fd = sub
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(l.WakeDir(), participant)), nil
+}
+
+// tidyWake removes from d, wake/ or a participant's directory under it
+// (openWake), the FIFOs no process reads any more, left by waiters killed
+// before they could remove their names: a FIFO without a reader refuses
+// to open for writing (ENXIO). A name appears only once its FIFO is open
+// (see above), so one that refuses is stale; a FIFO still being made,
+// under a hidden name, is left alone unless the process in its name is
+// gone. It returns how many it removed.
+func tidyWake(d *os.File) int {
+	ents, err := d.ReadDir(-1)
 	if err != nil {
 		return 0
 	}
@@ -240,29 +310,45 @@ func tidyWake(dir string) int {
 		} else if strings.HasPrefix(name, ".") {
 			continue
 		}
-		p := filepath.Join(dir, name)
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(d.Fd()), name, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err == nil {
 			unix.Close(fd) // a live waiter: nothing written, nothing to wake
 			continue
 		}
-		if errors.Is(err, unix.ENXIO) && os.Remove(p) == nil {
+		if errors.Is(err, unix.ENXIO) && unix.Unlinkat(int(d.Fd()), name, 0) == nil {
 			n++
 		}
 	}
 	return n
 }
 
+// tidyWakeOf is tidyWake in wake/<participant>/.
+func (l *Log) tidyWakeOf(participant string) {
+	if d, err := l.openWake(participant); err == nil {
+		tidyWake(d)
+		d.Close()
+	}
+}
+
 // removeStaleWakes is repair's tidying of wake/: tidyWake in the
 // directory itself (hidden FIFOs of waiters killed while linking) and
-// in each participant's. It returns how many FIFOs it removed.
+// in each participant's. A link in place of either is left alone. It
+// returns how many FIFOs it removed.
 func (l *Log) removeStaleWakes() int {
-	dir := l.WakeDir()
-	n := tidyWake(dir)
-	ents, _ := os.ReadDir(dir)
+	d, err := l.openWake("")
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
+	n := tidyWake(d)
+	d.Seek(0, io.SeekStart)
+	ents, _ := d.ReadDir(-1)
 	for _, e := range ents {
-		if e.IsDir() {
-			n += tidyWake(filepath.Join(dir, e.Name()))
+		if e.IsDir() { // a link is no directory here (its type is the link's)
+			if sub, err := l.openWake(e.Name()); err == nil {
+				n += tidyWake(sub)
+				sub.Close()
+			}
 		}
 	}
 	return n
@@ -271,21 +357,19 @@ func (l *Log) removeStaleWakes() int {
 // poke writes a byte, without blocking, to each FIFO in
 // wake/<participant>/, and removes those that have no reader any more.
 func (l *Log) poke(participant string) {
-	dir := filepath.Join(l.WakeDir(), participant)
-	d, err := os.Open(dir)
+	d, err := l.openWake(participant)
 	if err != nil {
-		return // no one ever waited for participant
+		return // no one ever waited for participant (or not a directory of crew's)
 	}
+	defer d.Close()
 	ents, _ := d.ReadDir(-1)
-	d.Close()
 	for _, e := range ents {
 		if e.Type() != fs.ModeNamedPipe || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		p := filepath.Join(dir, e.Name())
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(d.Fd()), e.Name(), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENXIO) {
-			os.Remove(p) // its waiter is gone
+			unix.Unlinkat(int(d.Fd()), e.Name(), 0) // its waiter is gone
 			continue
 		}
 		if err != nil {

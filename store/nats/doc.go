@@ -34,6 +34,11 @@
 // Every consumer is deleted when its reader is done with it (each costs
 // the server work on every event appended).
 //
+// A participant's waiter (a worker's ask --wait) is woken instead by
+// core NATS wake-ups, and its safety rescan reads the participant's wake
+// record in WakeStream, which writers publish before they append, not
+// the log (wake.go; docs/nats.md, Wake records and the rescan).
+//
 // Mail. The per-agent mail tree lives in the key-value bucket MailBucket
 // (see Mail), with the projection mark of each run: how far the run's
 // messages have been copied into it.

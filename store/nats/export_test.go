@@ -1,5 +1,11 @@
 package nats
 
+import (
+	"context"
+
+	"github.com/crew-dev/crew/store"
+)
+
 // EventsRead is how many events the store's Reads have decoded.
 func (s *Store) EventsRead() int64 { return s.read.Load() }
 
@@ -30,3 +36,11 @@ func EncodeSnapshot(t interface{ Fatal(...any) }, f SnapshotFields) []byte {
 	}
 	return data
 }
+
+// WaiterReadsLog reports whether w, a participant waiter (Log.Watch
+// with participants), reads the log at its rescans: the server has no
+// WakeStream, or it could not be read.
+func WaiterReadsLog(w store.Waiter) bool { return w.(*wakeWaiter).byLog }
+
+// Rescan runs w's rescan once and reports whether it wakes w's owner.
+func Rescan(w store.Waiter) bool { return w.(*wakeWaiter).missed(context.Background()) }

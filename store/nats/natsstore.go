@@ -48,6 +48,14 @@ type Options struct {
 	// that serves many operations on one connection (crew mcp, crew
 	// serve). Without it, each Open is a new Log, as another process's.
 	KeepLogs bool
+	// QuietWaits says the process does nothing else of weight while a
+	// participant waiter waits (a crew command, not crew mcp or crew
+	// serve): each such wait turns the Go garbage collector's schedule off
+	// until it returns, and with it the collection the runtime forces
+	// every two minutes in an idle process, which was most of a thousand
+	// idle waiters' CPU. A collection still runs if the heap grows
+	// quietHeadroom meanwhile (quietBegin).
+	QuietWaits bool
 }
 
 // DefaultTimeout bounds connecting and each request when
@@ -385,6 +393,7 @@ func (s *Store) CreateRun(ctx context.Context, first *events.Event) error {
 	s.mu.Lock()
 	s.streams[id] = st
 	s.mu.Unlock()
+	s.ensureWakeStream(ctx)
 	// A fresh operation id: a second creator's publish must not pass for
 	// a retry of the first's.
 	if err := s.Append(ctx, first, "create-"+id+"-"+nuid.Next()); err != nil {
@@ -458,8 +467,10 @@ func (s *Store) Append(ctx context.Context, ev *events.Event, opID string) error
 	data := line[:len(line)-1] // the message is the line without its '\n'
 	var ack *jetstream.PubAck
 	err = s.retry(ctx, refused, func(rctx context.Context) (err error) {
-		// The compare-and-swap is on the stream's last sequence: the
-		// run's events are on one subject per actor, all in its stream.
+		// The wake records first (wake.go), then the event; the
+		// compare-and-swap is on the stream's last sequence: the run's
+		// events are on one subject per actor, all in its stream.
+		s.announce(ev)
 		ack, err = s.js.Publish(rctx, subject, data,
 			jetstream.WithMsgID(opID),
 			jetstream.WithExpectStream(StreamName(ev.Run)),

@@ -509,7 +509,7 @@ func testWatchParticipants(t *testing.T, s Store) {
 		t.Errorf("t1's waiter, a steer to t1 committed after Watch, before Wait: %v; want a wake-up", err)
 	}
 	cancel()
-	// Not woken: well before the safety-net rescans (1 s and more).
+	// Not woken: well before any safety-net rescan (seconds at least).
 	for name, w := range map[string]store.Waiter{"t2": w2, state.Leader: wl} {
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		if err := w.Wait(wctx); err == nil {
