@@ -157,14 +157,11 @@ func (l *Log) snapshotCheaper(empty *state.State, gap int64) bool {
 // unusable, when a check fails, the log cannot be read, or what it read
 // is damaged.
 func (l *Log) readOn(st *state.State, sum uint32, fi os.FileInfo) (uint32, bool) {
-	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
-	if err != nil {
+	f, ok := l.openLogOf(fi)
+	if !ok {
 		return 0, false
 	}
 	defer f.Close()
-	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
-		return 0, false
-	}
 	line, ok, err := jsonl.LineBefore(f, st.Offset)
 	if err != nil || !ok || lineSum(line.Data) != sum {
 		return 0, false
@@ -179,31 +176,42 @@ func (l *Log) readOn(st *state.State, sum uint32, fi os.FileInfo) (uint32, bool)
 	if _, err := l.replay(st, complete, 0, nil); err != nil || len(st.Damage) > 0 {
 		return 0, false
 	}
-	if line, ok, err = jsonl.LineBefore(f, st.Offset); err != nil || !ok {
-		return 0, false
-	}
 	now, err := os.Stat(l.EventsPath())
 	if err != nil || !os.SameFile(now, fi) { // replay reads the file by its name
 		return 0, false
 	}
-	return lineSum(line.Data), true
+	return sumBefore(f, st.Offset)
 }
 
 // lineSumAt returns the lineSum of the line of events.jsonl that ends at
 // off, when the log is still fi's file; false when it cannot be read (the
-// state is then not kept). A log with no line yet (off 0) has sum 0.
+// state is then not kept).
 func (l *Log) lineSumAt(off int64, fi os.FileInfo) (uint32, bool) {
-	if off == 0 {
-		return 0, true
-	}
-	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
-	if err != nil {
+	f, ok := l.openLogOf(fi)
+	if !ok {
 		return 0, false
 	}
 	defer f.Close()
-	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
-		return 0, false
+	return sumBefore(f, off)
+}
+
+// openLogOf opens events.jsonl for reading when it is still fi's file
+// (device and inode), never through a link.
+func (l *Log) openLogOf(fi os.FileInfo) (*os.File, bool) {
+	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, false
 	}
+	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
+		f.Close()
+		return nil, false
+	}
+	return f, true
+}
+
+// sumBefore returns the lineSum of the line of f that ends at off; false
+// when no whole line ends there.
+func sumBefore(f *os.File, off int64) (uint32, bool) {
 	line, ok, err := jsonl.LineBefore(f, off)
 	if err != nil || !ok {
 		return 0, false
