@@ -181,25 +181,7 @@ func TestSnapshotUnusableIsRebuilt(t *testing.T) {
 // snapshot, writes none however far it is behind, and its credentials
 // cannot write one (a forged snapshot would be a way around the log).
 func TestSnapshotLeaderWritesWorkersRead(t *testing.T) {
-	dir := t.TempDir()
-	srv, _, err := teststores.AuthServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	url := srv.ClientURL()
-	a, _, err := natsstore.LoadAuthority(filepath.Join(dir, "auth"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	leadCreds, err := a.WriteCreds(dir, natsstore.RoleLeader, "lead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	workerCreds, err := a.WriteCreds(dir, natsstore.RoleWorker, "t000")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, leadCreds, workerCreds := authServer(t, "t000")
 	ctx := context.Background()
 	lead := dial(t, url, natsstore.Options{Creds: leadCreds})
 	r, err := run.NewRoot(lead).Create(run.CreateOptions{ID: "r1", Leader: "lead"})
@@ -291,4 +273,27 @@ func natsConnCreds(t *testing.T, url, creds string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// authServer starts a NATS server with crew's authorization and returns
+// its URL and the credentials of the leader lead and of worker.
+func authServer(t *testing.T, worker string) (url, leadCreds, workerCreds string) {
+	t.Helper()
+	dir := t.TempDir()
+	srv, _, err := teststores.AuthServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	a, _, err := natsstore.LoadAuthority(filepath.Join(dir, "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leadCreds, err = a.WriteCreds(dir, natsstore.RoleLeader, "lead"); err != nil {
+		t.Fatal(err)
+	}
+	if workerCreds, err = a.WriteCreds(dir, natsstore.RoleWorker, worker); err != nil {
+		t.Fatal(err)
+	}
+	return srv.ClientURL(), leadCreds, workerCreds
 }

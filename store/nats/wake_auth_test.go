@@ -2,11 +2,9 @@ package nats_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/crew-dev/crew/events"
-	"github.com/crew-dev/crew/internal/teststores"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 	natsstore "github.com/crew-dev/crew/store/nats"
@@ -19,25 +17,7 @@ import (
 // its rescans (no refusal, which would make every rescan wake its
 // owner) and finds a lost wake-up there.
 func TestWakeRecordsUnderAuthorization(t *testing.T) {
-	dir := t.TempDir()
-	srv, _, err := teststores.AuthServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	url := srv.ClientURL()
-	a, _, err := natsstore.LoadAuthority(filepath.Join(dir, "auth"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	leadCreds, err := a.WriteCreds(dir, natsstore.RoleLeader, "lead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	workerCreds, err := a.WriteCreds(dir, natsstore.RoleWorker, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, leadCreds, workerCreds := authServer(t, "t1")
 	ctx := context.Background()
 	lead := dial(t, url, natsstore.Options{Creds: leadCreds})
 	lr, err := run.NewRoot(lead).Create(run.CreateOptions{ID: "r1", Leader: "lead"})
