@@ -106,6 +106,9 @@ func setup(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := noExpansion(agent, append([]string{command}, pin...)); err != nil {
+		return err
+	}
 	if strings.Contains(command, string(filepath.Separator)+"go-build") { // go run's: $GOTMPDIR/go-buildN/b001/exe/crew
 		fmt.Fprintf(e.stderr, "crew: warning: this crew is a temporary build (%s), which may be gone when the agent runs it: install crew (go install, make build) and set up again, or give --crew-path\n", command)
 	}
@@ -193,6 +196,30 @@ func pinRoot(e *env, project string) ([]string, error) {
 		}
 	}
 	return []string{"--dir", root.Dir()}, nil
+}
+
+// noExpansion refuses a word setup would write for agent (crew's path, a
+// pinned root) that the agent would expand as a variable, and so run
+// another path than the one checked here: Claude Code expands ${VAR} in
+// .mcp.json's command and args (its MCP docs, "Environment variable
+// expansion in .mcp.json"), Gemini CLI $VAR and ${VAR} in every string of
+// its settings.json, hooks included. Codex expands neither.
+func noExpansion(agent string, words []string) error {
+	var sign string
+	switch agent {
+	case "claude":
+		sign = "${"
+	case "gemini":
+		sign = "$"
+	default:
+		return nil
+	}
+	for _, w := range words {
+		if strings.Contains(w, sign) {
+			return fmt.Errorf("setup %s: %q holds %s, which the agent expands as a variable; use a path without it (a symbolic link to it will do): %w", agent, w, sign, crew.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // crewPath is the crew command the agent is to run: path as given

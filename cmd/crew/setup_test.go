@@ -412,3 +412,25 @@ func TestSetupPinsARootOutsideTheProject(t *testing.T) {
 		t.Fatalf("a root the project finds was pinned:\n%s", b)
 	}
 }
+
+// TestSetupRefusesADollarInAPath: Claude Code expands ${VAR} and Gemini
+// CLI $VAR too in the strings setup writes (the breaker's finding), so a
+// root or crew path holding them is refused with exit 2 and nothing
+// written; Codex, which expands neither, takes it.
+func TestSetupRefusesADollarInAPath(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "state${HOME}")
+	makeSetupRoot(t, root)
+	for _, agent := range []string{"claude", "gemini"} {
+		project := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		code := Main([]string{"crew", "setup", "--project", project, "--crew-path", "crew", "--dir", root, agent, "--run", "r1", "--task", "t1"}, strings.NewReader(""), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "which the agent expands") {
+			t.Fatalf("setup %s with a root holding $: exit %d: %s; want 2 and the reason", agent, code, stderr.String())
+		}
+		if ents, _ := os.ReadDir(project); len(ents) != 0 {
+			t.Fatalf("setup %s refused, yet wrote %d files", agent, len(ents))
+		}
+	}
+	runSetup(t, t.TempDir(), "--dir", root, "codex", "--run", "r1", "--task", "t1")
+}
