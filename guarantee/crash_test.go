@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/crew-dev/crew/internal/proc"
 )
 
 // bodyRE matches every message body the kill test sends.
@@ -252,7 +254,7 @@ func killGroups(ws ...*killWriter) {
 	}
 	for _, w := range ws {
 		w.cmd.Wait()
-		for groupAlive(w.cmd.Process.Pid) {
+		for proc.GroupAlive(w.cmd.Process.Pid) {
 			time.Sleep(time.Millisecond)
 		}
 	}

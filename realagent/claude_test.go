@@ -1,7 +1,6 @@
 package realagent
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crew-dev/crew/internal/fakemodel"
+	"github.com/crew-dev/crew/internal/proc"
 )
 
 // claude starts claude -p in the project, set up by crew setup claude
@@ -369,21 +369,10 @@ func endSession(t *testing.T, sid int) {
 // sessionProcs returns the processes of session sid that have not ended
 // (zombies have).
 func sessionProcs(sid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...: comm may hold spaces.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 3 && f[0] != "Z" && f[3] == strconv.Itoa(sid) {
-			pids = append(pids, pid)
+	for _, p := range proc.Live() {
+		if p.Session == sid {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids

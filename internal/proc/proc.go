@@ -46,3 +46,9 @@ func (id ID) Alive() bool {
 	}
 	return id.Start == 0 || start == id.Start
 }
+
+// Stat is a running process as the system lists it (Live): its pid, its
+// parent's, its process group and its session.
+type Stat struct {
+	PID, PPID, PGID, Session int
+}

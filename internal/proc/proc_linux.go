@@ -38,17 +38,30 @@ func stat(pid int) (start uint64, zombie, ok bool) {
 
 // GroupAlive reports whether process group pgid has a process that has
 // not exited: a zombie, exited but not yet reaped by its parent (or, for
-// an orphan, by init, which may take its time), does not count. It
-// reads the process group (field 5) and state (field 3) of every
-// /proc/PID/stat.
+// an orphan, by init, which may take its time), does not count (Live).
 func GroupAlive(pgid int) bool {
+	for _, p := range Live() {
+		if p.PGID == pgid {
+			return true
+		}
+	}
+	return false
+}
+
+// Live lists the processes that have not exited, as every /proc/PID/stat
+// shows them (proc(5)): its state (field 3) neither Z (a zombie, exited
+// but not yet reaped) nor X (dead), with its parent, process group and
+// session (fields 4, 5 and 6). The command name (field 2) may hold
+// spaces and parentheses, so the fields are counted after its last ')'.
+func Live() []Stat {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return false
+		return nil
 	}
-	want := strconv.Itoa(pgid)
+	var out []Stat
 	for _, d := range dirs {
-		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
@@ -60,12 +73,16 @@ func GroupAlive(pgid int) bool {
 			continue
 		}
 		f := strings.Fields(string(b[i+1:]))
-		// f[0] is field 3 (state), f[2] field 5 (pgrp).
-		if len(f) > 2 && f[2] == want && f[0] != "Z" && f[0] != "X" {
-			return true
+		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
+			continue
 		}
+		s := Stat{PID: pid}
+		s.PPID, _ = strconv.Atoi(f[1])
+		s.PGID, _ = strconv.Atoi(f[2])
+		s.Session, _ = strconv.Atoi(f[3])
+		out = append(out, s)
 	}
-	return false
+	return out
 }
 
 // pidAlive is only asked when /proc has no entry for pid: it is gone.

@@ -13,3 +13,6 @@ func BootID() string { return "" }
 
 // GroupAlive is false here: there are no process groups.
 func GroupAlive(int) bool { return false }
+
+// Live lists no process here: there is no /proc to read.
+func Live() []Stat { return nil }
