@@ -8,3 +8,10 @@ func SetBodyTimeout(d time.Duration) (restore func()) {
 	bodyTimeout = d
 	return func() { bodyTimeout = old }
 }
+
+// SetAnswerTimeout sets answerTimeout to d until restore is called.
+func SetAnswerTimeout(d time.Duration) (restore func()) {
+	old := answerTimeout
+	answerTimeout = d
+	return func() { answerTimeout = old }
+}

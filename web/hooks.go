@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/agenthook"
@@ -31,8 +32,9 @@ import (
 //
 // A message is marked delivered only once its answer was written to the
 // connection and flushed (app.Deliver.Show): when the agent's
-// connection closed before, or the write fails, nothing is marked and
-// the message is delivered at the agent's next moment. (A flushed answer
+// connection closed before, or the write fails or does not end within
+// answerTimeout, nothing is marked and the message is delivered at the
+// agent's next moment. (A flushed answer
 // is one the kernel took; a connection lost after that loses the
 // answer, which the agent's next brief, at a compaction or a resume,
 // lists again until the message is acknowledged.)
@@ -63,6 +65,13 @@ func (h hookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
 	http.Error(w, "crew: "+err.Error(), status)
 }
+
+// answerTimeout is how long a hook's answer may take to be written to
+// the agent's connection: an agent waiting for it reads it at once, so
+// one that has not taken it by then (a client that does not read, or a
+// connection stuck) would otherwise hold its turn (app.Deliver.Show)
+// and every later hook of the same agent for ever.
+var answerTimeout = 5 * time.Second
 
 // httpAgents are the agents whose hooks crew serve answers over HTTP:
 // Gemini CLI's hooks are commands only (crew setup gemini --http is
@@ -127,13 +136,20 @@ func (h hookHandler) answer(w http.ResponseWriter, r *http.Request) (written boo
 		written = true
 		// With its length given, the answer is complete for the agent
 		// once flushed: it does not wait for the record that follows.
+		// An agent that does not take its answer within answerTimeout
+		// is taken as gone: the write fails, nothing is recorded, and
+		// the agent's turn (holdShow) goes to its next hook.
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(answerTimeout)); err != nil {
+			return err
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		if _, err := w.Write(body); err != nil {
 			return err
 		}
-		return http.NewResponseController(w).Flush()
+		return rc.Flush()
 	}
 	// The delivery is recorded after the answer was flushed, and not
 	// cut short by the request's end then.
