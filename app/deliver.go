@@ -389,11 +389,25 @@ func workerBriefStart(run string) string { return "You are a crew worker: run " 
 func leaderBriefStart(run string) string { return "You are the crew leader of run " + run }
 
 // unlessShown is AtModelRequest's rule: the brief only when the
-// request's text does not show its start.
+// request's text does not show its start, the run's id whole (run r10's
+// brief does not show run r1's).
 func (w *delivery) unlessShown(start string) {
-	if strings.Contains(w.req.Shown, start) {
-		w.d.Text = ""
+	for s := w.req.Shown; ; {
+		i := strings.Index(s, start)
+		if i < 0 {
+			return
+		}
+		s = s[i+len(start):]
+		if s == "" || !idByte(s[0]) {
+			w.d.Text = ""
+			return
+		}
 	}
+}
+
+// idByte reports whether c may be part of an id (crew.ValidateID).
+func idByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // brief is AtSessionStart's delivery: the worker's brief, at startup and

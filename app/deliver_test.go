@@ -305,3 +305,18 @@ func TestDeliverModelRequest(t *testing.T) {
 		t.Fatalf("the leader's request showing its brief got %q, %v", d.Text, err)
 	}
 }
+
+// At a model request, another run's brief whose id begins with this
+// run's (r10's for r1) is not this run's brief: it comes back.
+func TestDeliverModelRequestAnotherRunsBrief(t *testing.T) {
+	w, _ := newWorker(t)
+	ctx := context.Background()
+	d, err := w.Deliver(ctx, app.Deliver{Moment: app.AtModelRequest, Shown: "<state_snapshot>You are a crew worker: run r10 (other), task t1.</state_snapshot>"})
+	if err != nil || !strings.HasPrefix(d.Text, "You are a crew worker: run r1 ") {
+		t.Fatalf("a request showing run r10's brief got %q, %v; want r1's brief", d.Text, err)
+	}
+	leader := app.New(w.Root, app.Identity{Run: "r1", As: "leader"})
+	if d, err := leader.Deliver(ctx, app.Deliver{Moment: app.AtModelRequest, Shown: "You are the crew leader of run r1_b."}); err != nil || !strings.HasPrefix(d.Text, "You are the crew leader of run r1 ") {
+		t.Fatalf("the leader's request showing run r1_b's brief got %q, %v; want r1's brief", d.Text, err)
+	}
+}
