@@ -52,15 +52,17 @@ func validID(id string) bool {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '_' || c == '-') && i > 0:
-		default:
+		if !IDByte(id[i]) || i == 0 && (id[i] == '_' || id[i] == '-') {
 			return false
 		}
 	}
 	return true
+}
+
+// IDByte reports whether c may be part of an id (IDRule): a letter, a
+// digit, _ or -.
+func IDByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // IDRule is the identifier rule of docs/concepts.md (Identifiers), as shown in error messages.

@@ -398,16 +398,11 @@ func (w *delivery) unlessShown(start string) {
 			return
 		}
 		s = s[i+len(start):]
-		if s == "" || !idByte(s[0]) {
+		if s == "" || !crew.IDByte(s[0]) {
 			w.d.Text = ""
 			return
 		}
 	}
-}
-
-// idByte reports whether c may be part of an id (crew.ValidateID).
-func idByte(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // brief is AtSessionStart's delivery: the worker's brief, at startup and
