@@ -22,6 +22,8 @@ import (
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/internal/jsonl"
 	"github.com/crew-dev/crew/state"
+
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // The snapshots: tasks.json (the tasks, sealed with a CRC and rewritten
@@ -316,8 +318,8 @@ func (l *Log) readOpenSnapshot(empty *state.State) *state.State {
 			n++ // counted, not decoded: a state for one participant keeps none of it
 			continue
 		}
-		var ol openLine
-		if json.Unmarshal(line.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != state.Key(ol.ID, events.Broadcast, ol.Task)) {
+		var ol openLine // segmentio's decoder: as encoding/json, in a third of the time (events.DecodeMessage)
+		if sjson.Unmarshal(line.Data, &ol) != nil || ol.ID == "" || (ol.Key != ol.ID && ol.Key != state.Key(ol.ID, events.Broadcast, ol.Task)) {
 			return fresh()
 		}
 		n++
