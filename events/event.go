@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // Event types (docs/files.md, events.jsonl). One operation appends exactly one event.
@@ -229,10 +231,15 @@ func Decode(line []byte) (Event, error) {
 	return e, nil
 }
 
-// DecodeMessage parses one mailbox line.
+// DecodeMessage parses one mailbox line. It decodes with
+// github.com/segmentio/encoding/json, which gives what encoding/json
+// gives (the same message, an error for the same lines:
+// TestDecodeMessageAsStdlib, FuzzDecodeMessageAsStdlib) in about a third
+// of the time: a reader's inbox of a hundred thousand messages is mostly
+// this decoding.
 func DecodeMessage(line []byte) (Message, error) {
 	var m Message
-	if err := json.Unmarshal(line, &m); err != nil {
+	if err := sjson.Unmarshal(line, &m); err != nil {
 		return Message{}, err
 	}
 	if m.ID == "" || m.Seq <= 0 || m.Kind == "" {

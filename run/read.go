@@ -142,7 +142,7 @@ func (r *Run) markDelivered(ctx context.Context, participant string, ids []strin
 		seen = state.New() // every open message: the store loads them
 	}
 	return r.log.Commit(ctx, store.Change{State: seen, Validate: func(st *state.State) (*events.Event, error) {
-		var still []string
+		still := make([]string, 0, len(ids)) // one slice, not a doubling one: ids may be 100,000
 		for _, id := range ids {
 			op, _ := st.Lookup(id, participant)
 			if op != nil && op.Status == events.StatusPending && op.Task == state.RecipientKey(participant) {
