@@ -186,9 +186,15 @@ func Participant(recipient string) string {
 // events.Broadcast) that task received.
 func Key(id, to, recipient string) string {
 	if to == events.Broadcast {
-		return id + "@" + recipient
+		return string(appendCopyKey(nil, id, recipient))
 	}
 	return id
+}
+
+// appendCopyKey appends the key of the copy of broadcast id that
+// recipient received (Key) to b.
+func appendCopyKey(b []byte, id, recipient string) []byte {
+	return append(append(append(b, id...), '@'), recipient...)
 }
 
 // Lookup returns the open entry of message id for participant (a task
@@ -199,7 +205,7 @@ func (s *State) Lookup(id, participant string) (*Open, string) {
 	// stack, made a string only when found: marking a reader's 100,000
 	// messages delivered looks each up.
 	var buf [128]byte
-	k := append(append(append(buf[:0], id...), '@'), participant...)
+	k := appendCopyKey(buf[:0], id, participant)
 	if o := s.Open[string(k)]; o != nil {
 		return o, string(k)
 	}
