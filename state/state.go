@@ -186,7 +186,8 @@ func Participant(recipient string) string {
 // events.Broadcast) that task received.
 func Key(id, to, recipient string) string {
 	if to == events.Broadcast {
-		return string(appendCopyKey(nil, id, recipient))
+		var buf [128]byte
+		return string(appendCopyKey(buf[:0], id, recipient))
 	}
 	return id
 }
