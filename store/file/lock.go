@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -68,7 +69,8 @@ func (l *Log) holdFor(ctx context.Context, snap bool) error {
 		n = 1
 	}
 	a.mu.Lock()
-	if a.holds > 0 {
+	if a.holds > 0 || a.fl != nil {
+		// Held, or kept after its last user (linger): the epoch goes on.
 		a.holds++
 		a.snapHolds += n
 		a.mu.Unlock()
@@ -124,18 +126,58 @@ func (l *Log) unholdFor(snap bool) {
 	defer a.mu.Unlock()
 	a.holds--
 	a.snapHolds -= n
-	if a.holds == 0 {
-		// Another process may write meanwhile: the epoch ends (package
-		// doc, The lock epoch).
-		s.endEpoch()
-		if s.pending != nil {
-			l.store.owe(l)
-		}
+	if a.holds > 0 {
+		return
+	}
+	if d := l.store.Linger; d > 0 {
+		// Kept for the next operation of a burst (Store.Linger): no
+		// other process writes meanwhile, but the operations have
+		// returned, so what a person may change by hand is checked
+		// before it is trusted again (as at suspectIfLast).
 		a.wStale = a.w != nil
 		l.proj.suspect()
-		a.fl.Unlock()
-		a.fl = nil
+		if a.linger == nil {
+			a.linger = time.AfterFunc(d, l.letGo)
+		} else {
+			a.linger.Reset(d)
+		}
+		l.store.lingers(l, true)
+		return
 	}
+	l.release()
+}
+
+// letGo lets the run lock go if it is kept with no user (Store.Linger):
+// the linger's timer and Store.Close call it.
+func (l *Log) letGo() {
+	a, s := &l.app, &l.snap
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.holds == 0 && a.fl != nil {
+		l.release()
+	}
+}
+
+// release lets the run lock go. The caller holds the snapshotter's and
+// the appender's locks, and the lock has no user left.
+func (l *Log) release() {
+	a, s := &l.app, &l.snap
+	// Another process may write meanwhile: the epoch ends (package
+	// doc, The lock epoch).
+	s.endEpoch()
+	if s.pending != nil {
+		l.store.owe(l)
+	}
+	a.wStale = a.w != nil
+	l.proj.suspect()
+	if a.linger != nil {
+		a.linger.Stop()
+		l.store.lingers(l, false)
+	}
+	a.fl.Unlock()
+	a.fl = nil
 }
 
 // suspectIfLast ends the lock epoch when jobs hold the run lock alone

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -64,6 +65,9 @@ type appender struct {
 	// projection jobs), and the lock while holds > 0.
 	holds int
 	fl    *flock.Flock
+	// linger lets the lock go Store.Linger after its last user gave it
+	// back (nil until the first linger); the lock is kept meanwhile.
+	linger *time.Timer
 	// snapHolds are the holds of flushSnapshot, which writes only
 	// tasks.json: like the projection jobs' at suspectIfLast, they do
 	// not keep the lock epoch going.
