@@ -90,7 +90,10 @@
 // so what a person may change by hand is checked as above before it is
 // trusted again; what it knows of tasks.json it keeps, as no other
 // process writes meanwhile. A writer of another process (a crew command)
-// waits up to the linger longer for the lock. A command line does one
+// waits up to the linger longer for the lock, and no longer than 10
+// lingers (lingerEpoch: 20 ms) and one operation while calls keep
+// coming: an epoch kept that long ends at its next let-go, and the
+// writer waiting in flock(2) takes the lock. A command line does one
 // operation and lets the lock go at once (Linger 0); Store.Close lets a
 // kept lock go.
 //

@@ -165,3 +165,49 @@ func TestLingerChecksLogAfterRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestLingerYieldsToAnotherWriter: while this process's operations come
+// back to back, closer than Linger, a writer of another process waiting
+// for the lock still gets it (the lingered epoch is bounded), and this
+// process goes on after it.
+func TestLingerYieldsToAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	r := lingeringRun(t, 50*time.Millisecond)
+	done := make(chan struct{})
+	busy := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				busy <- nil
+				return
+			default:
+			}
+			if _, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: fmt.Sprint("burst ", i)}); err != nil {
+				busy <- err
+				return
+			}
+		}
+	}()
+	other, err := run.Find(r.Dir(), crew.PrivatePerm)
+	must(t, err)
+	t.Cleanup(func() { other.Close() })
+	o, err := other.Open("r1")
+	must(t, err)
+	sent := make(chan error, 1)
+	go func() {
+		_, err := o.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: "the other writer's"})
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		must(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("another writer did not get the run lock in 20 s while this process's operations came back to back")
+	}
+	must(t, other.Close())
+	close(done)
+	must(t, <-busy)
+	r.Sync()
+	checkMailboxes(t, r, "after the burst")
+}

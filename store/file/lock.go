@@ -82,7 +82,7 @@ func (l *Log) holdFor(ctx context.Context, snap bool) error {
 		return err
 	}
 	a.mu.Lock()
-	a.fl = fl
+	a.fl, a.since = fl, time.Now()
 	a.holds++
 	a.snapHolds += n
 	a.mu.Unlock()
@@ -129,11 +129,14 @@ func (l *Log) unholdFor(snap bool) {
 	if a.holds > 0 {
 		return
 	}
-	if d := l.store.Linger; d > 0 {
+	if d := l.store.Linger; d > 0 && time.Since(a.since) < lingerEpoch*d {
 		// Kept for the next operation of a burst (Store.Linger): no
 		// other process writes meanwhile, but the operations have
 		// returned, so what a person may change by hand is checked
-		// before it is trusted again (as at suspectIfLast).
+		// before it is trusted again (as at suspectIfLast). An epoch
+		// kept lingerEpoch lingers ends at the next let-go even in a
+		// burst: a writer of another process, waiting in flock(2),
+		// then takes the lock.
 		a.wStale = a.w != nil
 		l.proj.suspect()
 		if a.linger == nil {
@@ -146,6 +149,10 @@ func (l *Log) unholdFor(snap bool) {
 	}
 	l.release()
 }
+
+// lingerEpoch bounds a lock epoch that lingers keep going, in lingers:
+// 20 ms at ServerLinger.
+const lingerEpoch = 10
 
 // letGo lets the run lock go if it is kept with no user (Store.Linger):
 // the linger's timer and Store.Close call it.

@@ -68,6 +68,7 @@ type appender struct {
 	// linger lets the lock go Store.Linger after its last user gave it
 	// back (nil until the first linger); the lock is kept meanwhile.
 	linger *time.Timer
+	since  time.Time // when the lock was taken: its epoch began
 	// snapHolds are the holds of flushSnapshot, which writes only
 	// tasks.json: like the projection jobs' at suspectIfLast, they do
 	// not keep the lock epoch going.

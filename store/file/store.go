@@ -53,8 +53,9 @@ type Store struct {
 	// that follow one another closer than that (crew serve and crew mcp
 	// answering calls back to back) share one lock epoch instead of each
 	// taking the lock and checking the run's files anew (package doc,
-	// The lock epoch). Another process's writer waits up to Linger
-	// longer for the lock. Zero, the default, lets it go at once: a
+	// The linger). Another process's writer waits up to Linger longer
+	// for the lock, and while operations keep coming no longer than
+	// ten Lingers and one operation. Zero, the default, lets it go at once: a
 	// command line does one operation. Set it before the Store is used;
 	// Close lets go the locks kept.
 	Linger time.Duration
