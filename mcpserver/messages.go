@@ -72,8 +72,9 @@ func tool[In, Out any](s *mcp.Server, name, desc string, out map[string]any, op 
 // A record that is a JSON object is the result's structured content and
 // its text as it is: the SDK, given it as the tool's output, would
 // marshal it again, decode it to check it against the tool's output
-// schema and marshal that once more, at every call (a tenth of crew
-// serve's time for a steer over HTTP), and hand out its keys sorted.
+// schema and marshal that once more, at every call (about a tenth of
+// crew serve's CPU for a steer over HTTP), and hand out its keys sorted
+// and < > & escaped.
 // The records are Go types of crew's own, which the output schemas
 // describe; TestToolOutputs checks them against the schemas.
 func result[Out any](ctx context.Context, v Out, err error) (*mcp.CallToolResult, any, error) {
