@@ -17,7 +17,9 @@ import (
 // writing, for a burst of them (hold/unhold count its users). While a
 // process holds it no other process writes the run's files, so it may
 // trust what it wrote itself; when it lets go the lock epoch ends, and it
-// checks first (package doc, The lock epoch).
+// checks first (package doc, The lock epoch). With Store.Linger it keeps
+// the lock that long after its last user, for the next operation
+// (package doc, The linger).
 
 // lock takes the run lock (gofrs/flock on run.lock), waiting until ctx is
 // done. run.lock must be a regular file: flock opens it with O_CREATE, so a
