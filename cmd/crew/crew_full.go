@@ -49,7 +49,7 @@ func (e *env) remoteRoot(addr string) (*run.Root, error) {
 			KeepLogs: true, // a command line may be crew mcp's server, whose tool calls share the store
 			// A command that waits does nothing else meanwhile; crew mcp
 			// and crew serve do.
-			QuietWaits: !slices.Contains(servers, e.c.Command.Name),
+			QuietWaits: !slices.Contains([]string{"mcp", "serve"}, e.c.Command.Name),
 		})
 	})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/app"
 	"github.com/crew-dev/crew/run"
-	"github.com/crew-dev/crew/store/file"
 )
 
 // env is what a command's action needs: the parsed context, the streams
@@ -98,10 +96,6 @@ func (e *env) perm() crew.Perm {
 	return crew.PrivatePerm
 }
 
-// servers are the commands whose one process serves many operations,
-// one after another: crew mcp's tool calls, crew serve's requests.
-var servers = []string{"mcp", "serve"}
-
 // root finds the state root: the NATS servers of --store / CREW_STORE,
 // else --dir / CREW_DIR, else the nearest .crew.
 func (e *env) root() (*run.Root, error) {
@@ -133,12 +127,7 @@ func (e *env) root() (*run.Root, error) {
 		}
 		// A command line may be crew mcp's server, whose tool calls share
 		// the root: each run's Log and the state it keeps, as on NATS.
-		root, err := run.FindKept(dir, e.perm())
-		if err == nil && slices.Contains(servers, e.c.Command.Name) {
-			// Calls back to back share one lock epoch (file.Store.Linger).
-			root.Store.(*file.Store).Linger = file.ServerLinger
-		}
-		return root, err
+		return run.FindKept(dir, e.perm())
 	})
 	if err != nil {
 		return nil, err

@@ -81,22 +81,6 @@
 // keeps a file's size and modification time is not). A failed write, and
 // a repair, forget what they touched.
 //
-// The linger. A process that serves many operations (crew serve, crew
-// mcp: Store.Linger, ServerLinger = 2 ms) keeps the run lock for that
-// long after its last user gave it back, so that calls sent back to back
-// (an MCP client's next tool call follows the answer to the last within
-// a millisecond) share one epoch instead of each taking the lock and
-// checking tasks.json anew. The operations of the epoch have returned,
-// so what a person may change by hand is checked as above before it is
-// trusted again; what it knows of tasks.json it keeps, as no other
-// process writes meanwhile. A writer of another process (a crew command)
-// waits up to the linger longer for the lock, and no longer than 10
-// lingers (lingerEpoch: 20 ms) and one operation while calls keep
-// coming: an epoch kept that long ends at its next let-go, and the
-// writer waiting in flock(2) takes the lock. A command line does one
-// operation and lets the lock go at once (Linger 0); Store.Close lets a
-// kept lock go.
-//
 // Snapshots across epochs. tasks.json is written every 128 events
 // (snapshotEvery) of a process, not at every let-go of the lock: while it
 // is still the file this process wrote, the snapshotter trusts its seq

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/gofrs/flock"
 
@@ -17,9 +16,7 @@ import (
 // writing, for a burst of them (hold/unhold count its users). While a
 // process holds it no other process writes the run's files, so it may
 // trust what it wrote itself; when it lets go the lock epoch ends, and it
-// checks first (package doc, The lock epoch). With Store.Linger it keeps
-// the lock that long after its last user, for the next operation
-// (package doc, The linger).
+// checks first (package doc, The lock epoch).
 
 // lock takes the run lock (gofrs/flock on run.lock), waiting until ctx is
 // done. run.lock must be a regular file: flock opens it with O_CREATE, so a
@@ -71,8 +68,7 @@ func (l *Log) holdFor(ctx context.Context, snap bool) error {
 		n = 1
 	}
 	a.mu.Lock()
-	if a.holds > 0 || a.fl != nil {
-		// Held, or kept after its last user (linger): the epoch goes on.
+	if a.holds > 0 {
 		a.holds++
 		a.snapHolds += n
 		a.mu.Unlock()
@@ -84,7 +80,7 @@ func (l *Log) holdFor(ctx context.Context, snap bool) error {
 		return err
 	}
 	a.mu.Lock()
-	a.fl, a.since = fl, time.Now()
+	a.fl = fl
 	a.holds++
 	a.snapHolds += n
 	a.mu.Unlock()
@@ -128,65 +124,18 @@ func (l *Log) unholdFor(snap bool) {
 	defer a.mu.Unlock()
 	a.holds--
 	a.snapHolds -= n
-	if a.holds > 0 {
-		return
-	}
-	if d := l.store.Linger; d > 0 && time.Since(a.since) < lingerEpoch*d {
-		// Kept for the next operation of a burst (Store.Linger): no
-		// other process writes meanwhile, but the operations have
-		// returned, so what a person may change by hand is checked
-		// before it is trusted again (as at suspectIfLast). An epoch
-		// kept lingerEpoch lingers ends at the next let-go even in a
-		// burst: a writer of another process, waiting in flock(2),
-		// then takes the lock.
+	if a.holds == 0 {
+		// Another process may write meanwhile: the epoch ends (package
+		// doc, The lock epoch).
+		s.endEpoch()
+		if s.pending != nil {
+			l.store.owe(l)
+		}
 		a.wStale = a.w != nil
 		l.proj.suspect()
-		if a.linger == nil {
-			a.linger = time.AfterFunc(d, l.letGo)
-		} else {
-			a.linger.Reset(d)
-		}
-		l.store.lingers(l, true)
-		return
+		a.fl.Unlock()
+		a.fl = nil
 	}
-	l.release()
-}
-
-// lingerEpoch bounds a lock epoch that lingers keep going, in lingers:
-// 20 ms at ServerLinger.
-const lingerEpoch = 10
-
-// letGo lets the run lock go if it is kept with no user (Store.Linger):
-// the linger's timer and Store.Close call it.
-func (l *Log) letGo() {
-	a, s := &l.app, &l.snap
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.holds == 0 && a.fl != nil {
-		l.release()
-	}
-}
-
-// release lets the run lock go. The caller holds the snapshotter's and
-// the appender's locks, and the lock has no user left.
-func (l *Log) release() {
-	a, s := &l.app, &l.snap
-	// Another process may write meanwhile: the epoch ends (package
-	// doc, The lock epoch).
-	s.endEpoch()
-	if s.pending != nil {
-		l.store.owe(l)
-	}
-	a.wStale = a.w != nil
-	l.proj.suspect()
-	if a.linger != nil {
-		a.linger.Stop()
-		l.store.lingers(l, false)
-	}
-	a.fl.Unlock()
-	a.fl = nil
 }
 
 // suspectIfLast ends the lock epoch when jobs hold the run lock alone

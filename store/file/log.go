@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/gofrs/flock"
 
@@ -65,10 +64,6 @@ type appender struct {
 	// projection jobs), and the lock while holds > 0.
 	holds int
 	fl    *flock.Flock
-	// linger lets the lock go Store.Linger after its last user gave it
-	// back (nil until the first linger); the lock is kept meanwhile.
-	linger *time.Timer
-	since  time.Time // when the lock was taken: its epoch began
 	// snapHolds are the holds of flushSnapshot, which writes only
 	// tasks.json: like the projection jobs' at suspectIfLast, they do
 	// not keep the lock epoch going.

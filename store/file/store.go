@@ -48,17 +48,6 @@ type Store struct {
 	// before the Store is used. Without it, each Open is a new Log, as
 	// another process's.
 	KeepLogs bool
-	// Linger is how long a Log keeps the run lock after its last user
-	// gave it back, for the next operation of this process: operations
-	// that follow one another closer than that (crew serve and crew mcp
-	// answering calls back to back) share one lock epoch instead of each
-	// taking the lock and checking the run's files anew (package doc,
-	// The linger). Another process's writer waits up to Linger longer
-	// for the lock, and while operations keep coming no longer than
-	// ten Lingers and one operation. Zero, the default, lets it go at once: a
-	// command line does one operation. Set it before the Store is used;
-	// Close lets go the locks kept.
-	Linger time.Duration
 	// background counts the goroutines of its runs still writing
 	// projections after their operations returned (Close waits).
 	background counter
@@ -67,9 +56,6 @@ type Store struct {
 	// has been idle snapshotIdle; Close writes them at once.
 	owingMu sync.Mutex
 	owing   map[*Log]*time.Timer
-	// lingering are the Logs that keep the run lock with no user
-	// (Linger); Close lets it go.
-	lingering map[*Log]bool
 
 	mu   sync.Mutex
 	logs map[string]keptLog // by run id, with KeepLogs
@@ -93,13 +79,6 @@ func sameVersion(a, b os.FileInfo) bool {
 	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && ca.Equal(cb) && a.Size() == b.Size()
 }
 
-// ServerLinger is the Linger of crew serve and crew mcp: longer than
-// the time between two calls of a client that sends them back to back
-// (an MCP tool call over HTTP answered, the next one sent: some 0.5 ms),
-// short beside a command line's own start (some 10 ms), which may wait
-// that much more for the lock.
-const ServerLinger = 2 * time.Millisecond
-
 // Close waits until the runs opened through r have written the
 // projections of every operation they committed: those of an
 // asynchronous Log (SetAsync), the snapshots (tasks.json, open.jsonl) a
@@ -107,8 +86,7 @@ const ServerLinger = 2 * time.Millisecond
 // tasks.json a Log let the run lock go without (it is written every
 // snapshotEvery events, not at every let-go), taking the run lock for
 // it. A process that ends without it leaves them behind the log, which
-// the next writer catches up on. Then it lets go the run locks kept
-// past their last user (Linger). Operations may go on meanwhile (Close
+// the next writer catches up on. Operations may go on meanwhile (Close
 // then also waits for theirs). It returns nil; the Store stays usable.
 func (r *Store) Close() error {
 	r.background.wait()
@@ -123,29 +101,7 @@ func (r *Store) Close() error {
 		l.flushSnapshot() // a failure leaves tasks.json behind, which readers replay
 	}
 	r.background.wait()
-	r.owingMu.Lock()
-	lingering := r.lingering
-	r.lingering = nil
-	r.owingMu.Unlock()
-	for l := range lingering {
-		l.letGo()
-	}
 	return nil
-}
-
-// lingers notes whether l keeps the run lock with no user (Linger).
-// The caller holds l's snapshotter's and appender's locks.
-func (r *Store) lingers(l *Log, on bool) {
-	r.owingMu.Lock()
-	defer r.owingMu.Unlock()
-	if !on {
-		delete(r.lingering, l)
-		return
-	}
-	if r.lingering == nil {
-		r.lingering = map[*Log]bool{}
-	}
-	r.lingering[l] = true
 }
 
 // snapshotIdle is how long a Log that let the run lock go owing
