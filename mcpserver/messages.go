@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,6 +68,15 @@ func tool[In, Out any](s *mcp.Server, name, desc string, out map[string]any, op 
 // result is a tool's result: the record v, marshalled as the command
 // line prints it (events.Marshal), or an error result (isError) naming
 // err's class (crew.Code), "interrupted" when the call was cancelled.
+//
+// A record that is a JSON object is the result's structured content and
+// its text as it is: the SDK, given it as the tool's output, would
+// marshal it again, decode it to check it against the tool's output
+// schema and marshal that once more, at every call (about a tenth of
+// crew serve's CPU for a steer over HTTP), and hand out its keys sorted
+// and < > & escaped.
+// The records are Go types of crew's own, which the output schemas
+// describe; TestToolOutputs checks them against the schemas.
 func result[Out any](ctx context.Context, v Out, err error) (*mcp.CallToolResult, any, error) {
 	if err != nil {
 		exit, class := crew.Code(err)
@@ -82,5 +92,9 @@ func result[Out any](ctx context.Context, v Out, err error) (*mcp.CallToolResult
 	if err != nil {
 		return nil, nil, err
 	}
-	return nil, json.RawMessage(raw), nil
+	raw = bytes.TrimSuffix(raw, []byte("\n"))
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, json.RawMessage(raw), nil // not an object: the SDK's way
+	}
+	return &mcp.CallToolResult{StructuredContent: json.RawMessage(raw), Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil, nil
 }
