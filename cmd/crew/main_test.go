@@ -15,6 +15,9 @@ func TestExitCodesDocumented(t *testing.T) {
 	for _, c := range exitCodes {
 		want = append(want, c.code)
 	}
+	// The table is the one headed | code | meaning ..., up to the first
+	// line that is not a row: other tables may start rows with numbers.
+	table := regexp.MustCompile(`(?m)^\| code \| meaning \|.*\n(?:\|.*\n)+`)
 	row := regexp.MustCompile(`(?m)^\| (\d+) \| `)
 	for _, doc := range []string{"../../README.md", "../../docs/cli.md"} {
 		data, err := os.ReadFile(doc)
@@ -22,7 +25,7 @@ func TestExitCodesDocumented(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []int
-		for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		for _, m := range row.FindAllStringSubmatch(table.FindString(string(data)), -1) {
 			n, _ := strconv.Atoi(m[1])
 			got = append(got, n)
 		}
