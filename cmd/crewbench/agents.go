@@ -193,12 +193,18 @@ func mcpInProcess(tmp string) (lib, viaMCP func(time.Duration) (float64, error),
 // the same SDK and in-memory transports as mcpInProcess: the floor a
 // tool call costs before crew does anything.
 func mcpNoop() (calls func(time.Duration) (float64, error), stop func(), err error) {
+	return toolCalls(noopServer(), "crew_steer")
+}
+
+// noopServer is an MCP server whose crew_steer does nothing: it takes
+// crew_steer's input and answers a message-sized output.
+func noopServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "noop", Version: "bench"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "crew_steer", OutputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in app.ToWorker) (*mcp.CallToolResult, any, error) {
 			return nil, &events.Message{ID: "0193a1c2-7b1e-7c3d-9e2f-0a1b2c3d4e5f", Seq: 1, Kind: events.KindSteer, From: run.Leader, To: in.Task, Body: in.Body, Priority: events.DefaultPriority}, nil
 		})
-	return toolCalls(s, "crew_steer")
+	return s
 }
 
 // toolCalls connects the Go SDK's client to s over in-memory transports

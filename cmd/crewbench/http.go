@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"time"
@@ -87,11 +88,50 @@ func benchHTTP(tmp string, c config, res *result, rows []row) ([]row, error) {
 		return rows, err
 	}
 	res.MCPHTTPSteerPerS, res.MCPHTTPSteerRatio = median(httpS), medianRatio(httpS, libS)
+
+	step("calls of a tool that does nothing over the MCP SDK's Streamable HTTP, in this process, against the library, %d rounds of %s each", c.rounds, c.round)
+	noop, stopNoop, err := httpNoop(ctx)
+	if err != nil {
+		return rows, err
+	}
+	libN, noopS, err := alternateWith(c, "library", lib, "mcp-http-noop", noop)
+	stopNoop()
+	if err != nil {
+		return rows, err
+	}
+	res.MCPHTTPNoopPerS = median(noopS)
+	// A steer costs 1/lib; one over HTTP that added only the SDK's floor
+	// would cost 1/lib + 1/noop, a ratio of 1 / (1 + lib/noop). The
+	// library's rate swings with the disk from round to round: the
+	// median of all its rounds.
+	res.MCPHTTPSteerLimit = 1 / (1 + median(append(libS, libN...))/res.MCPHTTPNoopPerS)
+	res.MCPHTTPOfLimit = res.MCPHTTPSteerRatio / res.MCPHTTPSteerLimit
 	return append(rows,
 		row{"hook_http_ms", "a PostToolUse HTTP hook answered by crew serve (keep-alive), nothing to deliver: p50 / p99", f2(h.idleP50) + " / " + f2(h.idleP99), "≤ 1 / ≤ 5", fmt.Sprintf("%d samples; beside hook_idle_ms, a process per hook", c.wake)},
 		row{"hook_http_steer_ms", "the same with one steer to deliver (the answer is complete before the delivery is recorded): p50 / p99", f2(h.steerP50) + " / " + f2(h.steerP99), "≤ 1 / ≤ 5", fmt.Sprintf("%d samples", c.wake)},
 		row{"mcp_http_steer_ratio", "steers through one MCP session over crew serve's Streamable HTTP ÷ library steers (each waiting for its projections), same run", f2(res.MCPHTTPSteerRatio), "≥ 0.5", f0(res.MCPHTTPSteerPerS) + " steers/s over HTTP"},
+		row{"mcp_http_steer_limit", "the mcp_http_steer_ratio a steer would reach if crew serve added only the SDK's floor over HTTP (calls of a tool doing nothing, client and server in one process) to a library steer", f2(res.MCPHTTPSteerLimit), "(reference)", f0(res.MCPHTTPNoopPerS) + " empty tool calls/s over HTTP"},
+		row{"mcp_http_of_limit", "mcp_http_steer_ratio ÷ mcp_http_steer_limit", f2(res.MCPHTTPOfLimit), "(context)", ""},
 	), nil
+}
+
+// httpNoop serves noopServer over the MCP SDK's Streamable HTTP handler
+// on a loopback port of this process and returns a driver calling its
+// crew_steer through the SDK's client, one call after another, and a
+// function that ends both.
+func httpNoop(ctx context.Context) (calls func(time.Duration) (float64, error), stop func(), err error) {
+	s := noopServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "crewbench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	calls = rate(func(i int) error {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crew_steer", Arguments: map[string]any{"task": "m1", "body": body("mcp steer", i, 120)}})
+		return err
+	})
+	return calls, func() { cs.Close(); srv.Close() }, nil
 }
 
 // hookHTTP posts n PostToolUse hooks for task h1 with nothing to

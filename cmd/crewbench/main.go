@@ -190,6 +190,14 @@ type result struct {
 	HookHTTPSteerP99ms float64 `json:"hook_http_steer_ms_p99"`
 	MCPHTTPSteerRatio  float64 `json:"mcp_http_steer_ratio"`
 	MCPHTTPSteerPerS   float64 `json:"mcp_http_steer_per_s"`
+	// The SDK's floor over HTTP: calls of a tool doing nothing through
+	// its Streamable HTTP transport (client and server in this process,
+	// loopback). MCPHTTPSteerLimit is the mcp_http_steer_ratio a steer
+	// would reach if crew serve added only that floor to a library steer
+	// (1 / (1 + lib/noop)); MCPHTTPOfLimit is the ratio ÷ that limit.
+	MCPHTTPNoopPerS   float64 `json:"mcp_http_noop_per_s"`
+	MCPHTTPSteerLimit float64 `json:"mcp_http_steer_limit"`
+	MCPHTTPOfLimit    float64 `json:"mcp_http_of_limit"`
 
 	// The dashboard (ui.go): crew serve's pages. The figures measured in
 	// Chromium are nil, and left out, when none is installed.
