@@ -280,6 +280,9 @@ func (w *wakeWaiter) woken(m *nats.Msg) {
 			w.hint = seq
 		}
 		w.due = slices.DeleteFunc(w.due, func(d int64) bool { return d <= seq })
+		if len(w.due) == 0 {
+			w.dueAt = time.Time{}
+		}
 		w.mu.Unlock()
 	}
 	w.poke()

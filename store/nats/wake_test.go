@@ -359,16 +359,28 @@ func TestWakeDueSchedule(t *testing.T) {
 	if len(due) != 0 || !at.IsZero() {
 		t.Fatalf("due %v at %v after the log held the seq, want none", due, at)
 	}
-	// A wake-up confirms what it names and all before.
+	// A wake-up confirms what it names and all before: no look follows.
 	s.announce(taskCreated(3, "t1"))
 	s.announce(taskCreated(4, "t1"))
-	s.nc.Flush()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ww.mu.Lock()
+		n := len(ww.due)
+		ww.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d announced seqs due, want 2", n)
+		}
+	}
 	s.notify("r1", []*events.Event{taskCreated(4, "t1")})
 	if err := waitFor(ww, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	looks := ww.dueLooks
-	time.Sleep(2 * dueGrace)
+	if err := waitFor(ww, 2*dueGrace+time.Second/2); err == nil {
+		t.Fatal("a waiter woke again after a wake-up confirmed its announced seqs")
+	}
 	ww.mu.Lock()
 	due = slices.Clone(ww.due)
 	ww.mu.Unlock()
