@@ -85,6 +85,7 @@ type Store struct {
 	logs    map[string]*Log             // by run id, with Options.KeepLogs
 	lockKV  jetstream.KeyValue          // LockBucket, once found
 	snapKV  jetstream.KeyValue          // SnapshotBucket, once found
+	wakes   jetstream.Stream            // WakeStream, once found (wake.go)
 
 	// read counts the events Read has decoded (tests: a reader that
 	// starts from a snapshot reads only the events after it).

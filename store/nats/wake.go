@@ -2,9 +2,9 @@ package nats
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -31,25 +31,37 @@ import (
 //
 // Core NATS does not store messages, so a wake-up can be lost: while a
 // waiter's connection reconnects (its Store then wakes every waiter it
-// has), or when a writer dies between its append and its publish. The
-// rescan covers the rest, every wakeRescan, doubling to wakeRescanMax
-// whatever it finds (only a wake-up starts the period again). It reads
-// no event: before its append, a writer publishes to DueSubject of each
-// participant the event concerns, and the stream WakeStream keeps the
-// last such record of each (in memory); a rescan asks for its
-// participants' records (one small request each) and wakes its owner
-// only when one changed since it last looked (waiter.missed says why
-// that misses nothing). On a server without the stream (made by crew
-// run create) the rescan reads the log instead, as before: it asks the
-// stream for its last seq and reads the events it has not looked at
-// yet, each once, waking its owner for one that concerns it.
+// has), or when a writer dies between its append and its publish.
+// Before its append, a writer publishes the seq it is about to append to
+// DueSubject of each participant the event concerns: the stream
+// WakeStream keeps the last such wake record of each (in memory), and
+// the waiter subscribes to its participants' records too. An announced
+// append that no wake-up confirms within dueGrace is looked for in the
+// log (one message get), again at growing intervals until the log holds
+// its seq: a lost wake-up costs about a second, and a waiter with no
+// write announced to it does nothing at all.
 //
-// Each wake of an idle waiter costs about 0.3 ms of CPU on the 2-core
-// machine of the benches (the Go runtime's own, whatever it does), so
-// the schedule, not only what a rescan does, sets an idle waiter's cost.
-const (
-	wakeRescan    = 5 * time.Second
-	wakeRescanMax = 60 * time.Second
+// The backstop covers what the subscriptions can miss (records sent
+// while a connection reconnects or a route between servers breaks, a
+// writer that announced before the waiter subscribed): every wakeRescan,
+// the first one after a random part of it, a look that reads no event
+// while the log has not grown (waiter.missed says why that misses
+// nothing). On a server without the stream (made by crew run create)
+// the backstop reads the log instead, from where it last looked.
+//
+// Each wake of an idle waiter costs about 0.2 ms of CPU on the 2-core
+// machine of the benches (the Go runtime's own, whatever it does), and a
+// request about 0.5 ms more: the schedule, not only what a look does,
+// sets an idle waiter's cost. A thousand waiters looking every 60 s use
+// about 0.01 CPU-second a second.
+var (
+	// wakeRescan is the backstop's period (a variable for the tests).
+	wakeRescan = 60 * time.Second
+	// dueGrace is how long an announced append waits for its wake-up
+	// before the waiter looks for it in the log, and the first of the
+	// doubling intervals (up to wakeRescan) at which it looks again
+	// while the log does not hold it.
+	dueGrace = time.Second
 )
 
 // WakeSubject is the subject of run's wake-ups for participant (a task id
@@ -61,8 +73,8 @@ func WakeSubject(run, participant string) string {
 // DueSubject is the subject of participant's wake records in run
 // (WakeStream): crew.wake.<run>.<participant>.due. A writer publishes
 // one, holding the seq it is about to append in decimal, before it
-// appends an event that concerns participant. Waiters subscribe to
-// WakeSubject only, which it does not match.
+// appends an event that concerns participant. The participant's waiters
+// subscribe to it as well as to WakeSubject, which it does not match.
 func DueSubject(run, participant string) string {
 	return WakeSubject(run, participant) + ".due"
 }
@@ -74,17 +86,23 @@ func DueSubject(run, participant string) string {
 const WakeStream = "CREW_WAKES"
 
 // wakeRecordAge is how long WakeStream keeps a record. A waiter whose
-// rescans were further apart than half of it (its machine slept) wakes
-// its owner rather than trust a record that may have come and gone.
+// looks at the records were further apart than half of it (its machine
+// slept) wakes its owner rather than trust a record that may have come
+// and gone.
 const wakeRecordAge = 24 * time.Hour
+
+// dueMax is how many announced seqs a waiter keeps to look for: the
+// lowest (forged records, far ahead, do not push a real one out). Those
+// it drops are the backstop's.
+const dueMax = 8
 
 // ensureWakeStream creates WakeStream if the server has none. A failure
 // (no right to create streams, a server short of memory) leaves the
-// waiters to read the log at their rescans.
+// waiters' backstops to read the log.
 func (s *Store) ensureWakeStream(ctx context.Context) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	s.js.CreateStream(ctx, jetstream.StreamConfig{
+	st, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:              WakeStream,
 		Description:       "crew: the last wake record of each run participant, for the waiters' rescans",
 		Subjects:          []string{DueSubject("*", "*")},
@@ -95,12 +113,17 @@ func (s *Store) ensureWakeStream(ctx context.Context) {
 		MaxBytes:          64 << 20,
 		Discard:           jetstream.DiscardOld,
 	})
+	if err == nil {
+		s.mu.Lock()
+		s.wakes = st
+		s.mu.Unlock()
+	}
 }
 
 // announce publishes the wake records of ev (DueSubject of each
 // participant it concerns), before ev is appended: with the connection's
 // next flush, which the append's request is, so the server has them
-// before it stores ev.
+// (and has handed them to the participants' waiters) before it stores ev.
 func (s *Store) announce(ev *events.Event) {
 	data := strconv.AppendInt(nil, ev.Seq, 10)
 	for _, p := range state.Concerns(ev) {
@@ -125,52 +148,58 @@ func (s *Store) notify(run string, evs []*events.Event) {
 	}
 }
 
-// wakeRecord is a participant's last wake record as a rescan saw it: its
-// message's seq in WakeStream and time (a server restarted with an empty
-// stream numbers from 1 again); zero when there was none.
+// wakeRecord is a participant's last wake record as a look saw it: its
+// message's seq in WakeStream and time in Unix nanoseconds (a server
+// restarted with an empty stream numbers from 1 again); zero when there
+// was none.
 type wakeRecord struct {
 	seq  uint64
-	time string
+	time int64
 }
 
 // errNoWakeStream: the server has no WakeStream.
 var errNoWakeStream = errors.New("no wake stream")
 
-// wakeRecordOf returns participant's last wake record in run.
-func (s *Store) wakeRecordOf(ctx context.Context, run, participant string) (wakeRecord, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": DueSubject(run, participant)})
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+WakeStream, req)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return wakeRecord{}, errNoWakeStream // no JetStream answering for it
+// wakeStream returns WakeStream, looked up once (a stream info request)
+// unless this Store made it; none on the server is errNoWakeStream.
+func (s *Store) wakeStream(ctx context.Context) (jetstream.Stream, error) {
+	s.mu.Lock()
+	st := s.wakes
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil
 	}
+	st, err := s.js.Stream(ctx, WakeStream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, nats.ErrNoResponders):
+		return nil, errNoWakeStream
+	case err != nil:
+		return nil, err
+	}
+	s.mu.Lock()
+	s.wakes = st
+	s.mu.Unlock()
+	return st, nil
+}
+
+// wakeRecordOf returns participant's last wake record in run: one
+// $JS.API.STREAM.MSG.GET request with last_by_subj.
+func (s *Store) wakeRecordOf(ctx context.Context, run, participant string) (wakeRecord, error) {
+	st, err := s.wakeStream(ctx)
 	if err != nil {
 		return wakeRecord{}, err
 	}
-	var resp struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Time string `json:"time"`
-		} `json:"message"`
-		Error *struct {
-			Code    int    `json:"code"`
-			ErrCode int    `json:"err_code"`
-			Desc    string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
+	m, err := st.GetLastMsgForSubject(ctx, DueSubject(run, participant))
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return wakeRecord{}, nil
+	case errors.Is(err, nats.ErrNoResponders), errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound:
+		return wakeRecord{}, errNoWakeStream // deleted since, or a server restarted without it
+	case err != nil:
 		return wakeRecord{}, fmt.Errorf("wake record of %s in run %s: %w", participant, run, err)
 	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
-		return wakeRecord{}, nil
-	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeStreamNotFound):
-		return wakeRecord{}, errNoWakeStream
-	case resp.Error != nil:
-		return wakeRecord{}, fmt.Errorf("wake record of %s in run %s: %s (%d)", participant, run, resp.Error.Desc, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return wakeRecord{}, fmt.Errorf("wake record of %s in run %s: an empty answer", participant, run)
-	}
-	return wakeRecord{seq: resp.Message.Seq, time: resp.Message.Time}, nil
+	return wakeRecord{seq: m.Sequence, time: m.Time.UnixNano()}, nil
 }
 
 // wakeWaiter is a Watch for participants.
@@ -179,67 +208,133 @@ type wakeWaiter struct {
 	run          string
 	participants []string
 	subs         []*nats.Subscription
-	wake         chan struct{}
-	rescan       time.Duration
+	wake         chan struct{} // a wake-up came (or the connection came back)
+	announced    chan struct{} // a record came when none was due: the next look is sooner
+	every        time.Duration // the backstop's period: wakeRescan (tests set others)
+	next         time.Time     // when the backstop looks next
 
-	// byLog: the server has no WakeStream, and rescans read the log; head
-	// is how far they have looked (and where a waiter that finds the
-	// stream gone starts).
-	byLog bool
-	head  int64
-	// recs are the participants' wake records as last seen; pending is a
-	// seq at which an event announced before then may still be appended
-	// (0: none); checked is when the records were last read.
+	// The backstop's baseline (Wait's goroutine only; waiter.missed).
+	// byLog: the server has no WakeStream, and the backstop reads the
+	// log; head is how far it has looked. recs are the participants'
+	// wake records as last seen; pending is a seq at which an event
+	// announced before then may still be appended (0: none); checked is
+	// when the records were last read; looks counts the backstop's looks.
+	byLog   bool
+	head    int64
 	recs    []wakeRecord
 	pending int64
 	checked time.Time
+	looks   int
 
 	mu   sync.Mutex
 	hint int64 // the lowest seq the wake-ups named since the last Hint (0: none)
+	// due are the announced seqs (records received) that no wake-up
+	// has confirmed and the log was not seen to hold, lowest first;
+	// dueAt is when Wait looks for them next (zero: none due), dueGap
+	// the interval after that; dueLooks counts those looks.
+	due      []int64
+	dueAt    time.Time
+	dueGap   time.Duration
+	dueLooks int
 }
 
 var _ store.Hinter = (*wakeWaiter)(nil)
 
-// watchFor subscribes to the wake-ups of participants of run; the
-// subscriptions are on the server (flushed), and the participants' wake
-// records and the log's head read, before it returns: its caller reads
-// the state after.
+// watchFor subscribes to the wake-ups and wake records of participants
+// of run; the subscriptions are on the server (flushed), and the
+// backstop's baseline read (waiter.look), before it returns: its caller
+// reads the state after.
 func (s *Store) watchFor(ctx context.Context, run string, participants []string) (store.Waiter, error) {
-	w := &wakeWaiter{s: s, run: run, participants: participants, wake: make(chan struct{}, 1), rescan: wakeRescan}
+	w := &wakeWaiter{s: s, run: run, participants: participants, wake: make(chan struct{}, 1), announced: make(chan struct{}, 1), every: wakeRescan}
+	// The first look after a random part of the period, so that waiters
+	// started together (a fan-out) do not all look together ever after.
+	w.next = time.Now().Add(w.every/2 + rand.N(w.every/2+1))
 	for _, p := range participants {
-		sub, err := s.nc.Subscribe(WakeSubject(run, p), func(m *nats.Msg) {
-			if seq, err := strconv.ParseInt(string(m.Data), 10, 64); err == nil && seq > 0 {
-				w.mu.Lock()
-				if w.hint == 0 || seq < w.hint {
-					w.hint = seq
-				}
-				w.mu.Unlock()
+		for subject, fn := range map[string]nats.MsgHandler{WakeSubject(run, p): w.woken, DueSubject(run, p): w.recorded} {
+			sub, err := s.nc.Subscribe(subject, fn)
+			if err != nil {
+				w.Close()
+				return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
 			}
-			w.poke()
-		})
-		if err != nil {
-			w.Close()
-			return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
+			w.subs = append(w.subs, sub)
 		}
-		w.subs = append(w.subs, sub)
 	}
 	if err := s.nc.FlushWithContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("watch run %s on NATS at %s: %w", run, s.url, err)
 	}
-	// The records first, then the head (waiter.missed).
-	// Records that cannot be read (no WakeStream) leave the rescans to
-	// read the log.
-	recs, err := w.records(ctx)
-	head, herr := s.Head(ctx, run)
-	if herr != nil {
+	if err := w.look(ctx, true); err != nil {
 		w.Close()
-		return nil, herr
+		return nil, err
 	}
-	w.head, w.byLog, w.recs, w.checked = head, err != nil, recs, time.Now()
-	w.pending = head + 1
 	s.waiters.add(w)
 	return w, nil
+}
+
+// woken handles a wake-up: it confirms the announced seqs up to the one
+// it names (the owner, woken, reads at least that far) and wakes Wait.
+func (w *wakeWaiter) woken(m *nats.Msg) {
+	if seq, err := strconv.ParseInt(string(m.Data), 10, 64); err == nil && seq > 0 {
+		w.mu.Lock()
+		if w.hint == 0 || seq < w.hint {
+			w.hint = seq
+		}
+		w.due = slices.DeleteFunc(w.due, func(d int64) bool { return d <= seq })
+		if len(w.due) == 0 {
+			w.dueAt = time.Time{}
+		}
+		w.mu.Unlock()
+	}
+	w.poke()
+}
+
+// recorded handles a wake record: an append of that seq is announced,
+// and due until a wake-up confirms it or the log is seen to hold it.
+func (w *wakeWaiter) recorded(m *nats.Msg) {
+	seq, err := strconv.ParseInt(string(m.Data), 10, 64)
+	if err != nil || seq < 1 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i, found := slices.BinarySearch(w.due, seq)
+	if found || i >= dueMax {
+		return // a retry of the same append; or the backstop's
+	}
+	w.due = slices.Insert(w.due, i, seq)
+	if len(w.due) > dueMax {
+		w.due = w.due[:dueMax]
+	}
+	if w.dueAt.IsZero() {
+		w.dueGap = dueGrace
+		w.dueAt = time.Now().Add(dueGrace)
+		select {
+		case w.announced <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// look reads the participants' wake records, then the log's head H, as
+// the backstop's baseline (waiter.missed): its owner reads after it.
+// Records that cannot be read at the Watch (first), or a server without
+// WakeStream, leave the backstop to read the log from H.
+func (w *wakeWaiter) look(ctx context.Context, first bool) error {
+	recs, err := w.records(ctx)
+	hctx, cancel := w.s.bound(ctx)
+	head, herr := w.s.Head(hctx, w.run)
+	cancel()
+	if herr != nil {
+		return herr
+	}
+	if err != nil && (first || errors.Is(err, errNoWakeStream)) {
+		w.byLog = true
+	}
+	w.head, w.pending = head, head+1
+	if err == nil {
+		w.recs, w.checked = recs, time.Now()
+	}
+	return nil
 }
 
 // records reads the wake records of the waiter's participants.
@@ -274,59 +369,139 @@ func (w *wakeWaiter) Hint() int64 {
 	return h
 }
 
-// Wait implements store.Waiter.
+// Wait implements store.Waiter: it returns when a wake-up came, an
+// announced append was found in the log and concerns the waiter, or the
+// backstop found what it may have missed; or with ctx's error. The
+// backstop keeps its period across Waits: a wake-up does not bring its
+// next look sooner or later.
 func (w *wakeWaiter) Wait(ctx context.Context) error {
 	if w.s.opts.QuietWaits {
 		defer quietBegin()()
 	}
 	for {
-		t := time.NewTimer(w.rescan)
+		at := w.next
+		w.mu.Lock()
+		if !w.dueAt.IsZero() && w.dueAt.Before(at) {
+			at = w.dueAt
+		}
+		w.mu.Unlock()
+		t := time.NewTimer(time.Until(at))
 		select {
 		case <-w.wake:
 			t.Stop()
-			w.rescan = wakeRescan
 			return nil
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-w.announced:
+			t.Stop()
+			continue
 		case <-t.C:
 		}
-		// The period grows whatever the rescan finds: in a busy run the
-		// log grows between any two rescans. Only a wake-up resets it.
-		w.rescan = min(2*w.rescan, wakeRescanMax)
-		if w.missed(ctx) {
+		now := time.Now()
+		w.mu.Lock()
+		due := !w.dueAt.IsZero() && !now.Before(w.dueAt)
+		w.mu.Unlock()
+		if due && w.dueFound(ctx) {
 			return nil
+		}
+		if !now.Before(w.next) {
+			w.next = now.Add(w.every)
+			if w.missed(ctx) {
+				return nil
+			}
 		}
 	}
 }
 
-// missed reports whether an event that concerns the waiter's
-// participants may have been appended since its owner last read (since
-// the Watch, or since missed last said yes), its wake-up lost. A rescan
-// that fails says yes: its owner looks for itself.
+// dueFound looks in the log for the announced seqs no wake-up has
+// confirmed (one message get each, up to the first the log does not
+// hold yet), and reports whether one holds an event that concerns the
+// waiter's participants (or a get failed: the owner looks for itself).
+// A seq the log holds is done with (its event, or a rival writer's that
+// took its place); the others are looked for again, at doubling
+// intervals up to the backstop's period, until the log holds them.
+func (w *wakeWaiter) dueFound(ctx context.Context) bool {
+	w.mu.Lock()
+	seqs := slices.Clone(w.due)
+	w.dueLooks++
+	w.mu.Unlock()
+	found, held := false, int64(0)
+	for _, seq := range seqs {
+		ectx, cancel := w.s.bound(ctx)
+		e, err := w.s.Event(ectx, w.run, seq)
+		cancel()
+		if errors.Is(err, crew.ErrNotFound) {
+			break // nor any later seq
+		}
+		if err != nil {
+			found = true
+			break
+		}
+		held = seq
+		found = found || w.concerns(e)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.due = slices.DeleteFunc(w.due, func(d int64) bool { return d <= held })
+	if len(w.due) == 0 {
+		w.dueAt = time.Time{}
+	} else {
+		w.dueGap = min(2*w.dueGap, w.every)
+		w.dueAt = time.Now().Add(w.dueGap)
+	}
+	return found
+}
+
+// missed is the backstop's look: it reports whether an event that
+// concerns the waiter's participants may have been appended since its
+// owner last read (since the Watch, or since missed last said yes), its
+// wake-up lost and its record too (or announced before the Watch
+// subscribed). A look that fails says yes: its owner looks for itself.
 //
-// It reads the participants' wake records (one small request each) and
-// says yes when one changed since the last look; it then reads the
-// log's head H, as the owner reads the log after it returns. Why that
-// misses nothing: the writer of an event at seq M that concerns p
-// published p's record, then appended. If it did so after the owner's
-// last read (which came after this waiter read the records and then
-// the head H), then either it loaded the log at H or later, after the
-// records were read, so its record was stored after the look and the
-// next look sees it changed; or it loaded the log before H, and its
-// append can only have landed at H+1, the first seq after H (one at M
-// ≤ H was seen by the owner, or failed, and a writer that tries again
-// publishes again). So H+1 is kept pending: once the log holds it,
-// that one event is read, and the owner woken if it concerns it. On a
-// server without WakeStream, it reads the log (missedInLog).
+// The baseline (waiter.look) is the participants' records, then the
+// log's head H, read before the owner's read. An idle look is one
+// message get: while the log holds no event at H+1 (pending), nothing
+// was appended since the owner's read, and nothing can be missed. Once
+// it holds one, that event is read (the owner woken if it concerns it)
+// and the records are read: if one changed since the baseline, the
+// owner is woken and the baseline read again. Why that misses nothing:
+// the writer of an event at seq M that concerns p published p's record,
+// then appended. If it did so after the owner's read (which came after
+// the baseline's records and then H), then either it loaded the log at
+// H or later, after the records were read, so its record was stored
+// after the baseline and a later look sees it changed; or it loaded the
+// log before H, and its append can only have landed at H+1, the first
+// seq after H (one at M ≤ H was seen by the owner, or failed, and a
+// writer that tries again publishes again), which is read. On a server
+// without WakeStream, it reads the log (missedInLog).
 func (w *wakeWaiter) missed(ctx context.Context) bool {
+	w.looks++
 	if w.byLog {
 		return w.missedInLog(ctx)
+	}
+	if w.pending != 0 {
+		ectx, cancel := w.s.bound(ctx)
+		e, err := w.s.Event(ectx, w.run, w.pending)
+		cancel()
+		switch {
+		case errors.Is(err, crew.ErrNotFound):
+			return false // nothing appended since the baseline
+		case err != nil:
+			return true
+		}
+		w.pending = 0
+		if w.concerns(e) {
+			if err := w.look(ctx, false); err != nil {
+				w.pending = 0 // the next look reads the records
+			}
+			return true
+		}
 	}
 	recs, err := w.records(ctx)
 	if errors.Is(err, errNoWakeStream) {
 		// The stream is gone (deleted; a server restarted without it):
-		// the log, from the head at the Watch, will say.
+		// the log, from the head of the baseline, will say.
 		w.byLog = true
 		return w.missedInLog(ctx)
 	}
@@ -335,33 +510,18 @@ func (w *wakeWaiter) missed(ctx context.Context) bool {
 	}
 	slept := time.Since(w.checked) > wakeRecordAge/2
 	w.checked = time.Now()
-	if slept || !slices.Equal(recs, w.recs) {
-		hctx, cancel := w.s.bound(ctx)
-		head, err := w.s.Head(hctx, w.run)
-		cancel()
-		if err == nil {
-			// (else the records stay as they were: the next look finds
-			// them changed again.)
-			w.recs, w.pending = recs, head+1
-		}
-		return true
-	}
-	if w.pending == 0 {
+	if !slept && slices.Equal(recs, w.recs) {
 		return false
 	}
-	// An append announced before the last look may have landed at
-	// pending since: one event to read, once the log holds it.
 	hctx, cancel := w.s.bound(ctx)
-	defer cancel()
-	e, err := w.s.Event(hctx, w.run, w.pending)
-	switch {
-	case errors.Is(err, crew.ErrNotFound):
-		return false // not yet
-	case err != nil:
-		return true
+	head, err := w.s.Head(hctx, w.run)
+	cancel()
+	if err == nil {
+		// (else the records stay as they were: the next look finds
+		// them changed again.)
+		w.recs, w.head, w.pending = recs, head, head+1
 	}
-	w.pending = 0
-	return w.concerns(e)
+	return true
 }
 
 // concerns reports whether e concerns one of the waiter's participants.
@@ -375,25 +535,16 @@ func (w *wakeWaiter) concerns(e *events.Event) bool {
 }
 
 // missedInLog is missed on a server without WakeStream: it reads the
-// events appended since the last rescan (each event once over the
-// waiter's life, and none when the log has not grown) and reports
-// whether one concerns the waiter's participants. A rescan that fails
-// says yes.
+// events appended since the last look (each event once over the
+// waiter's life; one message get, answered "none", when the log has
+// not grown) and reports whether one concerns the waiter's
+// participants. A look that fails says yes.
 func (w *wakeWaiter) missedInLog(ctx context.Context) bool {
-	hctx, cancel := w.s.bound(ctx)
-	defer cancel()
-	head, err := w.s.Head(hctx, w.run)
-	if err != nil || head < w.head {
-		return true
-	}
 	found := false
-	err = w.s.Read(ctx, w.run, w.head, func(e *events.Event) error {
+	err := w.s.Read(ctx, w.run, w.head, func(e *events.Event) error {
 		w.head = e.Seq
 		if w.concerns(e) {
 			found = true
-			return events.ErrStopScan
-		}
-		if e.Seq >= head {
 			return events.ErrStopScan
 		}
 		return nil

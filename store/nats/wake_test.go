@@ -4,7 +4,9 @@ import (
 	"context"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,10 +127,13 @@ func TestWakeRescanWakesOnlyForItsOwn(t *testing.T) {
 	}
 }
 
-// An append announced before a rescan's look, and stored after it (the
+// An append announced before the waiter subscribed (its record not
+// handed to the waiter), and stored after the baseline's look (the
 // writer slow between the two, or its record stored late), is still
-// found: the seq after the head the look read is kept pending, and read
-// once the log holds it.
+// found by the backstop: the seq after the head the look read is kept
+// pending, and read once the log holds it. Until then a look reads no
+// event and wakes no one, whatever the records say; once the log grew,
+// a changed record wakes the owner.
 func TestWakeRescanAppendInFlight(t *testing.T) {
 	s := wakeRun(t)
 	ctx := context.Background()
@@ -145,22 +150,28 @@ func TestWakeRescanAppendInFlight(t *testing.T) {
 	if ww.missed(ctx) {
 		t.Fatal("a rescan woke its owner twice for one event")
 	}
-	// Between two rescans: the record changes (its owner is woken and
-	// reads), and the event lands after that.
+	// Announced after the look: nothing to wake for until it is stored.
 	announced(t, s, "t1", 3)
-	if !ww.missed(ctx) {
-		t.Fatal("a rescan did not wake its owner for t1's changed record")
+	if ww.missed(ctx) {
+		t.Fatal("a rescan woke its owner for a record whose event is not in the log")
 	}
 	appendBare(t, s, taskCreated(3, "t1"))
 	if !ww.missed(ctx) {
 		t.Fatal("a rescan missed t1's event appended after the look that saw its record")
 	}
-	// The pending seq held another task's event: nothing to wake for.
-	announced(t, s, "t1", 4)
-	if !ww.missed(ctx) {
-		t.Fatal("a rescan did not wake its owner for t1's changed record")
-	}
+	// Past the pending seq: another task's event there, t1's after it;
+	// t1's changed record says so.
 	appendBare(t, s, taskCreated(4, "t2"))
+	announced(t, s, "t1", 5)
+	appendBare(t, s, taskCreated(5, "t1"))
+	if !ww.missed(ctx) {
+		t.Fatal("a rescan missed t1's event past the pending seq, its record changed")
+	}
+	if ww.missed(ctx) {
+		t.Fatal("a rescan woke its owner twice for one event")
+	}
+	// The pending seq held another task's event: nothing to wake for.
+	appendBare(t, s, taskCreated(6, "t2"))
 	if ww.missed(ctx) {
 		t.Fatal("a rescan woke t1's waiter for t2's event")
 	}
@@ -204,25 +215,206 @@ func TestWakeRescanWithoutWakeStream(t *testing.T) {
 	}
 }
 
-// A waiter whose wake-up was lost gets its event from the first rescan,
-// wakeRescan after it began to wait (docs/nats.md, Waiting).
-func TestWakeLostWithinFirstRescan(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for a rescan")
+// setWakeRescan sets the backstop's period for the waiters made until
+// the test ends.
+func setWakeRescan(t *testing.T, d time.Duration) {
+	was := wakeRescan
+	wakeRescan = d
+	t.Cleanup(func() { wakeRescan = was })
+}
+
+// waitFor runs w.Wait for up to d and returns its error.
+func waitFor(w store.Waiter, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return w.Wait(ctx)
+}
+
+// A waiter whose wake-up was lost (its writer died after the append) is
+// woken through its subscription to the wake records: the announced seq,
+// unconfirmed after dueGrace, is looked for in the log, with no backstop
+// look (its period an hour here). So it is on a server without
+// WakeStream: the records are core NATS messages first.
+func TestWakeThroughRecordWithoutRescan(t *testing.T) {
+	setWakeRescan(t, time.Hour)
+	for _, stream := range []bool{true, false} {
+		s := wakeRun(t)
+		if !stream {
+			if err := s.js.DeleteStream(context.Background(), WakeStream); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ww := watchTask(t, s, "t1")
+		appendLost(t, s, taskCreated(2, "t2")) // another's: no record for t1
+		appendLost(t, s, taskCreated(3, "t1"))
+		start := time.Now()
+		if err := waitFor(ww, 10*time.Second); err != nil {
+			t.Fatalf("stream %v: a waiter whose wake-up was lost was not woken through its record: %v", stream, err)
+		}
+		if d := time.Since(start); d < dueGrace/2 {
+			t.Fatalf("stream %v: woken after %s, before its record was due: by a wake-up that should have been lost", stream, d)
+		}
+		if ww.looks != 0 || ww.dueLooks == 0 {
+			t.Fatalf("stream %v: %d backstop looks and %d looks for announced seqs, want 0 and some", stream, ww.looks, ww.dueLooks)
+		}
+		ww.mu.Lock()
+		due := slices.Clone(ww.due)
+		ww.mu.Unlock()
+		if len(due) != 0 {
+			t.Fatalf("stream %v: still due after the log held them: %v", stream, due)
+		}
+	}
+}
+
+// A record the waiter never got (its subscription lost it: a
+// reconnection, a route between servers that broke) is found by the
+// backstop: first at the pending seq after the Watch's look, then, past
+// it, by the changed record.
+func TestWakeLostRecordFoundByBackstop(t *testing.T) {
+	setWakeRescan(t, 200*time.Millisecond)
+	s := wakeRun(t)
+	ww := watchTask(t, s, "t1")
+	for _, sub := range ww.subs {
+		if strings.HasSuffix(sub.Subject, ".due") {
+			sub.Unsubscribe()
+		}
+	}
+	appendLost(t, s, taskCreated(2, "t1"))
+	if err := waitFor(ww, 5*time.Second); err != nil {
+		t.Fatalf("the backstop missed t1's event at the pending seq: %v", err)
+	}
+	looks := ww.looks
+	if looks == 0 || ww.dueLooks != 0 {
+		t.Fatalf("%d backstop looks and %d looks for records, want some and none", looks, ww.dueLooks)
+	}
+	appendLost(t, s, taskCreated(3, "t2"))
+	appendLost(t, s, taskCreated(4, "t1"))
+	if err := waitFor(ww, 5*time.Second); err != nil {
+		t.Fatalf("the backstop missed t1's event past the pending seq: %v", err)
+	}
+	if err := waitFor(ww, time.Second); err == nil {
+		t.Fatal("the backstop woke its owner again with nothing new")
+	}
+}
+
+// The backstop's first look is due within its period (60 s,
+// docs/nats.md, Wake records), no sooner than half of it, at a random
+// moment: waiters made together do not look together. A young waiter
+// does not look sooner (the bench's window of a fan-out's idle waiters
+// held their looks at 5, 15 and 35 s).
+func TestWakeBackstopSchedule(t *testing.T) {
+	if wakeRescan != time.Minute {
+		t.Fatalf("the backstop's period is %v; docs/nats.md and the package doc say 60 s", wakeRescan)
 	}
 	s := wakeRun(t)
-	l := newTestLog(s)
-	w := l.Watch("t1")
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), wakeRescan+5*time.Second)
-	defer cancel()
-	start := time.Now()
-	appendLost(t, s, taskCreated(2, "t1"))
-	if err := w.Wait(ctx); err != nil {
-		t.Fatalf("a waiter whose wake-up was lost was not woken within %s: %v", wakeRescan+5*time.Second, err)
+	at := map[time.Duration]bool{}
+	for range 20 {
+		made := time.Now()
+		ww := watchTask(t, s, "t1")
+		d := ww.next.Sub(made)
+		ww.Close()
+		if d < 30*time.Second || d > time.Minute+time.Second {
+			t.Errorf("a new waiter's first look is due in %v; want 30–60 s", d)
+		}
+		at[d.Truncate(time.Second)] = true
 	}
-	if d := time.Since(start); d < wakeRescan-time.Second {
-		t.Fatalf("woken after %s, before the first rescan: by a wake-up that should have been lost", d)
+	if len(at) < 5 {
+		t.Errorf("20 waiters made together look first in only %d different seconds", len(at))
+	}
+}
+
+// An announced seq the log does not hold yet (a writer slow to append,
+// or dead before it) is looked for at doubling intervals, one message
+// get a look, until the log holds it: a rival's event there (it lost
+// the compare-and-swap) wakes no one; a wake-up that names it or a later
+// seq ends it without a look.
+func TestWakeDueSchedule(t *testing.T) {
+	setWakeRescan(t, time.Hour)
+	s := wakeRun(t)
+	ww := watchTask(t, s, "t1")
+	s.announce(taskCreated(2, "t1")) // never appended by its writer
+	if err := waitFor(ww, 3500*time.Millisecond); err == nil {
+		t.Fatal("a waiter woke for an announced seq the log does not hold")
+	}
+	// Looks at 1 s and 3 s (1 + 2), the next due 4 s later.
+	if ww.dueLooks != 2 {
+		t.Fatalf("%d looks for the announced seq in 3.5 s, want 2 (at 1 s and 3 s)", ww.dueLooks)
+	}
+	ww.mu.Lock()
+	gap := ww.dueGap
+	ww.mu.Unlock()
+	if gap != 4*time.Second {
+		t.Fatalf("the next look in %v, want 4 s", gap)
+	}
+	appendLost(t, s, taskCreated(2, "t2")) // a rival took seq 2
+	ww.mu.Lock()
+	ww.dueAt = time.Now()
+	ww.mu.Unlock()
+	if err := waitFor(ww, 2*time.Second); err == nil {
+		t.Fatal("a waiter woke for a rival's event at its announced seq")
+	}
+	ww.mu.Lock()
+	due, at := slices.Clone(ww.due), ww.dueAt
+	ww.mu.Unlock()
+	if len(due) != 0 || !at.IsZero() {
+		t.Fatalf("due %v at %v after the log held the seq, want none", due, at)
+	}
+	// A wake-up confirms what it names and all before: no look follows.
+	s.announce(taskCreated(3, "t1"))
+	s.announce(taskCreated(4, "t1"))
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ww.mu.Lock()
+		n := len(ww.due)
+		ww.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d announced seqs due, want 2", n)
+		}
+	}
+	s.notify("r1", []*events.Event{taskCreated(4, "t1")})
+	if err := waitFor(ww, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	looks := ww.dueLooks
+	if err := waitFor(ww, 2*dueGrace+time.Second/2); err == nil {
+		t.Fatal("a waiter woke again after a wake-up confirmed its announced seqs")
+	}
+	ww.mu.Lock()
+	due = slices.Clone(ww.due)
+	ww.mu.Unlock()
+	if len(due) != 0 || ww.dueLooks != looks {
+		t.Fatalf("due %v after a wake-up named the last of them (%d looks since), want none", due, ww.dueLooks-looks)
+	}
+}
+
+// Across a reconnection (the server restarted: WakeStream, in memory,
+// is gone) the waiter is woken once for what it may have missed, and
+// its subscriptions come back: a lost wake-up is still found through
+// its record.
+func TestWakeThroughRecordAfterReconnect(t *testing.T) {
+	setWakeRescan(t, time.Hour)
+	srv := natstest.Server(t)
+	s := testDial(t, srv.ClientURL())
+	ctx := context.Background()
+	if err := s.CreateRun(ctx, &events.Event{Seq: 1, At: events.Now(), Type: events.RunCreated, Run: "r1", Actor: "leader", Data: []byte(`{"id":"r1","leader":"leader"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	ww := watchTask(t, s, "t1")
+	natstest.Restart(t, srv)
+	if err := waitFor(ww, 10*time.Second); err != nil {
+		t.Fatalf("a reconnection did not wake the waiter: %v", err)
+	}
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	appendLost(t, s, taskCreated(2, "t1"))
+	if err := waitFor(ww, 10*time.Second); err != nil {
+		t.Fatalf("after a reconnection a lost wake-up was not found through its record: %v", err)
+	}
+	if ww.looks != 0 || ww.dueLooks == 0 {
+		t.Fatalf("%d backstop looks and %d looks for records, want 0 and some", ww.looks, ww.dueLooks)
 	}
 }
 
