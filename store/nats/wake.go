@@ -83,7 +83,34 @@ func DueSubject(run, participant string) string {
 // participant (DueSubject): in memory, one message per subject, for a
 // day at most. It is a hint like the wake-ups, never the source of
 // truth; a waiter that cannot read it reads the log.
+//
+// No record is ever pushed out by another's: once the stream is full
+// (wakeStreamBytes), it refuses records on new subjects (DiscardNew) and still
+// takes a participant's next record in place of its last, which is no
+// larger (each record is wakeRecordLen digits, at most that many bytes:
+// MaxMsgSize); JetStream key-value buckets rely on the same rule of the
+// server. With DiscardOld, any member (a worker may publish every
+// participant's records) could flood the stream and push the others'
+// records out, and a waiter whose wake-up was lost too would then never
+// see its answer. A participant with no record (refused, expired, or
+// never written) is one a waiter cannot judge by records: it reads the
+// log (waiter.look).
 const WakeStream = "CREW_WAKES"
+
+// wakeStreamBytes is how much WakeStream holds (a variable for the
+// tests).
+var wakeStreamBytes int64 = 64 << 20
+
+// wakeRecordLen is the length of a wake record: its seq in decimal,
+// zero-padded, so that a participant's next record is never larger
+// than its last (WakeStream).
+const wakeRecordLen = 19
+
+// wakeRecordData returns the record of seq: wakeRecordLen decimal
+// digits.
+func wakeRecordData(seq int64) []byte {
+	return fmt.Appendf(nil, "%0*d", wakeRecordLen, seq)
+}
 
 // wakeRecordAge is how long WakeStream keeps a record. A waiter whose
 // looks at the records were further apart than half of it (its machine
@@ -110,8 +137,9 @@ func (s *Store) ensureWakeStream(ctx context.Context) {
 		Replicas:          s.opts.Replicas,
 		MaxMsgsPerSubject: 1,
 		MaxAge:            wakeRecordAge,
-		MaxBytes:          64 << 20,
-		Discard:           jetstream.DiscardOld,
+		MaxBytes:          wakeStreamBytes,
+		MaxMsgSize:        wakeRecordLen,
+		Discard:           jetstream.DiscardNew,
 	})
 	if err == nil {
 		s.mu.Lock()
@@ -125,7 +153,7 @@ func (s *Store) ensureWakeStream(ctx context.Context) {
 // next flush, which the append's request is, so the server has them
 // (and has handed them to the participants' waiters) before it stores ev.
 func (s *Store) announce(ev *events.Event) {
-	data := strconv.AppendInt(nil, ev.Seq, 10)
+	data := wakeRecordData(ev.Seq)
 	for _, p := range state.Concerns(ev) {
 		s.nc.Publish(DueSubject(ev.Run, p), data)
 	}
@@ -175,6 +203,10 @@ func (s *Store) wakeStream(ctx context.Context) (jetstream.Stream, error) {
 		return nil, errNoWakeStream
 	case err != nil:
 		return nil, err
+	case st.CachedInfo().Config.Discard != jetstream.DiscardNew:
+		// Made by an earlier crew, which let a flood push records out
+		// (WakeStream): the log, not its records.
+		return nil, errNoWakeStream
 	}
 	s.mu.Lock()
 	s.wakes = st
@@ -327,7 +359,7 @@ func (w *wakeWaiter) look(ctx context.Context, first bool) error {
 	if herr != nil {
 		return herr
 	}
-	if err != nil && (first || errors.Is(err, errNoWakeStream)) {
+	if err != nil && (first || errors.Is(err, errNoWakeStream)) || err == nil && !judged(recs) {
 		w.byLog = true
 	}
 	w.head, w.pending = head, head+1
@@ -335,6 +367,14 @@ func (w *wakeWaiter) look(ctx context.Context, first bool) error {
 		w.recs, w.checked = recs, time.Now()
 	}
 	return nil
+}
+
+// judged reports whether the waiter's records let it judge what it may
+// have missed: every participant has one. A participant with none may
+// have had one refused (a full stream) or expired: the log tells
+// (WakeStream).
+func judged(recs []wakeRecord) bool {
+	return !slices.Contains(recs, wakeRecord{})
 }
 
 // records reads the wake records of the waiter's participants.
@@ -520,6 +560,7 @@ func (w *wakeWaiter) missed(ctx context.Context) bool {
 		// (else the records stay as they were: the next look finds
 		// them changed again.)
 		w.recs, w.head, w.pending = recs, head, head+1
+		w.byLog = !judged(recs)
 	}
 	return true
 }

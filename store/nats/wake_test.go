@@ -96,6 +96,7 @@ func announced(t *testing.T, s *Store, task string, seq int64) {
 func TestWakeRescanWakesOnlyForItsOwn(t *testing.T) {
 	s := wakeRun(t)
 	ctx := context.Background()
+	announced(t, s, "t1", 1) // t1 has a record (as its task.created leaves it)
 	ww := watchTask(t, s, "t1")
 	if ww.byLog {
 		t.Fatal("the waiter reads the log: no wake stream")
@@ -202,6 +203,7 @@ func TestWakeRescanWithoutWakeStream(t *testing.T) {
 	}
 	// A stream that goes away under a waiter: from then on, the log.
 	s.ensureWakeStream(ctx)
+	announced(t, s, "t3", 1)
 	w2 := watchTask(t, s, "t3")
 	if w2.byLog {
 		t.Fatal("the waiter reads the log: no wake stream")
@@ -498,5 +500,76 @@ func TestQuietWaitTurnsCollectorOff(t *testing.T) {
 	<-done
 	if g := gogc(); g != before {
 		t.Fatalf("after a quiet waiter's Wait GOGC is %d, want %d", g, before)
+	}
+}
+
+// A flood of wake records (any member may publish every participant's)
+// pushes no participant's record out of WakeStream: once it is full it
+// refuses records on new subjects and still takes a participant's next
+// record in place of its last (DiscardNew, records of one length). So
+// a waiter whose wake-up and record delivery were both lost finds its
+// event at its next look; and a waiter whose participant's record was
+// refused (the stream full) reads the log. With DiscardOld, a worker's
+// flood pushed t1's record out and t1's waiter never saw its event
+// (breaker2).
+func TestWakeRecordsNotPushedOut(t *testing.T) {
+	old := wakeStreamBytes
+	wakeStreamBytes = 8 << 10
+	t.Cleanup(func() { wakeStreamBytes = old })
+	s := wakeRun(t)
+	ctx := context.Background()
+	appendLost(t, s, taskCreated(2, "t1"))
+	announced(t, s, "t1", 2) // (its record is stored)
+	w1 := watchTask(t, s, "t1")
+	if w1.byLog {
+		t.Fatal("t1 has a record, but its waiter reads the log")
+	}
+	// The flood: records on new subjects until the stream refuses one,
+	// and a larger one, refused at once.
+	if _, err := s.js.Publish(ctx, DueSubject("x", "big"), make([]byte, 1<<10)); err == nil {
+		t.Fatal("WakeStream took a record larger than wakeRecordLen")
+	}
+	for i := 0; ; i++ {
+		if i == 10000 {
+			t.Fatal("WakeStream never filled")
+		}
+		if _, err := s.js.Publish(ctx, DueSubject("x", "p"+strconv.Itoa(i)), wakeRecordData(int64(i+1))); err != nil {
+			break
+		}
+	}
+	// t5 is created with the stream full: its record is refused.
+	appendLost(t, s, taskCreated(3, "t5"))
+	if r, err := s.wakeRecordOf(ctx, "r1", "t5"); err != nil || r != (wakeRecord{}) {
+		t.Fatalf("t5's record in a full stream: %+v, %v", r, err)
+	}
+	w5 := watchTask(t, s, "t5")
+	if !w5.byLog {
+		t.Fatal("t5 has no record, but its waiter judges by records")
+	}
+	// Another task's event first, so that t1's is not the one after
+	// the baseline's head: only t1's record can tell.
+	appendLost(t, s, taskCreated(4, "t4"))
+	appendLost(t, s, taskCreated(5, "t1"))
+	if !w1.missed(ctx) {
+		t.Fatal("t1's waiter missed its event: its record was pushed out or refused")
+	}
+	appendLost(t, s, taskCreated(6, "t5"))
+	if !w5.missed(ctx) {
+		t.Fatal("t5's waiter missed its event")
+	}
+	// A stream an earlier crew made (the oldest records going first) is
+	// not trusted: a Store that did not make it reads the log.
+	if err := s.js.DeleteStream(ctx, WakeStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: WakeStream, Subjects: []string{DueSubject("*", "*")}, Storage: jetstream.MemoryStorage, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardOld}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.Publish(ctx, DueSubject("r1", "t1"), wakeRecordData(1)); err != nil {
+		t.Fatal(err)
+	}
+	s2 := testDial(t, s.nc.ConnectedUrl())
+	if w := watchTask(t, s2, "t1"); !w.byLog {
+		t.Fatal("a waiter judges by the records of a stream that pushes the oldest out")
 	}
 }
