@@ -101,7 +101,7 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if err := crew.ValidateID("agent", spec.Agent); err != nil {
 		return nil, err
 	}
-	if crew.SameID(spec.Agent, r.Manifest.Leader) && id != "leader" { // (the id "leader" is refused below, with its own reason)
+	if crew.SameID(spec.Agent, r.Manifest.Leader) && !crew.SameID(id, Leader) { // (the id leader is refused below, with its own reason)
 		return nil, fmt.Errorf("task %s cannot have the leader's name %s as its agent: its mail would land in the leader's mailbox: %w", id, r.Manifest.Leader, crew.ErrInvalid)
 	}
 	if err := checkTitle("task", spec.Title); err != nil {
@@ -110,8 +110,10 @@ func (r *Run) AddTask(ctx context.Context, id string, spec state.TaskSpec, actor
 	if !utf8.ValidString(spec.DoneWhen) {
 		return nil, fmt.Errorf("task done-when is not valid UTF-8; crew refuses to alter it: %w", crew.ErrInvalid)
 	}
-	if id == "leader" || id == events.Broadcast {
-		return nil, fmt.Errorf("task id %q is reserved: %w", id, crew.ErrInvalid)
+	if crew.SameID(id, Leader) || id == events.Broadcast {
+		// In any letter case: on a case-insensitive file system a task
+		// Leader's wake file and stop count would be the leader's.
+		return nil, fmt.Errorf("task id %q is reserved (%s and %s, in any letter case): %w", id, Leader, events.Broadcast, crew.ErrInvalid)
 	}
 	unlock, err := r.root.lockAgents()
 	if err != nil {
