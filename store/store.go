@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
@@ -153,6 +155,16 @@ type Cursor interface {
 type Waiter interface {
 	Wait(context.Context) error
 	Close() error
+}
+
+// FirstRescan returns when a new waiter whose safety-net rescan runs
+// every period rescans first: after a random part of the period, from
+// half of it to all of it, so that waiters started together (a fan-out)
+// do not all rescan together ever after, and a young waiter does not
+// rescan sooner (a lost wake-up is no likelier early in a wait). Both
+// stores' waiters take it.
+func FirstRescan(period time.Duration) time.Time {
+	return time.Now().Add(period/2 + rand.N(period/2+1))
 }
 
 // Hinter is a Waiter whose wake-ups may name the event that woke it:

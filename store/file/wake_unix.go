@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,7 +115,7 @@ func (l *Log) watchFIFO(participants []string) (store.Waiter, error) {
 		return nil, err
 	}
 	w := &fifoWaiter{f: f, log: l.EventsPath(), every: wakeRescan}
-	w.next = time.Now().Add(w.every/2 + mrand.N(w.every/2+1))
+	w.next = store.FirstRescan(w.every)
 	if fi, err := os.Stat(w.log); err == nil {
 		w.off = fi.Size()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -278,9 +277,7 @@ var _ store.Hinter = (*wakeWaiter)(nil)
 // reads the state after.
 func (s *Store) watchFor(ctx context.Context, run string, participants []string) (store.Waiter, error) {
 	w := &wakeWaiter{s: s, run: run, participants: participants, wake: make(chan struct{}, 1), announced: make(chan struct{}, 1), every: wakeRescan}
-	// The first look after a random part of the period, so that waiters
-	// started together (a fan-out) do not all look together ever after.
-	w.next = time.Now().Add(w.every/2 + rand.N(w.every/2+1))
+	w.next = store.FirstRescan(w.every)
 	for _, p := range participants {
 		for subject, fn := range map[string]nats.MsgHandler{WakeSubject(run, p): w.woken, DueSubject(run, p): w.recorded} {
 			sub, err := s.nc.Subscribe(subject, fn)
