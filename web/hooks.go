@@ -138,7 +138,10 @@ func (h hookHandler) answer(w http.ResponseWriter, r *http.Request) (written boo
 		// once flushed: it does not wait for the record that follows.
 		// An agent that does not take its answer within answerTimeout
 		// is taken as gone: the write fails, nothing is recorded, and
-		// the agent's turn (holdShow) goes to its next hook.
+		// the agent's turn (holdShow) goes to its next hook. (net/http
+		// clears the connection's write deadline once the request is
+		// done, so the next request on a keep-alive connection starts
+		// without it.)
 		rc := http.NewResponseController(w)
 		if err := rc.SetWriteDeadline(time.Now().Add(answerTimeout)); err != nil {
 			return err
