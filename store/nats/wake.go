@@ -245,8 +245,9 @@ type wakeWaiter struct {
 	next         time.Time     // when the backstop looks next
 
 	// The backstop's baseline (Wait's goroutine only; waiter.missed).
-	// byLog: the server has no WakeStream, and the backstop reads the
-	// log; head is how far it has looked. recs are the participants'
+	// byLog: the backstop reads the log (the server has no WakeStream
+	// crew trusts, or a participant has no record: judged); head is how
+	// far it has looked. recs are the participants'
 	// wake records as last seen; pending is a seq at which an event
 	// announced before then may still be appended (0: none); checked is
 	// when the records were last read; looks counts the backstop's looks.
