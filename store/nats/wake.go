@@ -45,8 +45,9 @@ import (
 // writer that announced before the waiter subscribed): every wakeRescan,
 // the first one after a random part of it, a look that reads no event
 // while the log has not grown (waiter.missed says why that misses
-// nothing). On a server without the stream (made by crew run create)
-// the backstop reads the log instead, from where it last looked.
+// nothing). On a server without the stream (made by crew run create),
+// and for a participant with no record in it, the backstop reads the
+// log instead, from where it last looked.
 //
 // Each wake of an idle waiter costs about 0.2 ms of CPU on the 2-core
 // machine of the benches (the Go runtime's own, whatever it does), and a
