@@ -10,12 +10,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/internal/fsys"
 	"github.com/crew-dev/crew/mailbox"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/store/file"
 	"github.com/crew-dev/crew/task"
 )
 
@@ -292,4 +294,57 @@ func statOf(t *testing.T, path string) os.FileInfo {
 	fi, err := os.Lstat(path)
 	must(t, err)
 	return fi
+}
+
+// TestRepairWhileBatchHandedOver: a Repair that takes the appender's
+// turn just after a commit batch (the run lock kept by another hold, so
+// the lock epoch goes on) must not rebuild the mailbox files before the
+// batch's projection job is in the projector's hands: else the job,
+// which knows where the files ended before the batch, appends its lines
+// after the rebuild has written them from the log, and a message is in
+// its mailbox file twice (seen once in TestConcurrentSyncOpsSnapshotsRepair).
+// The hook starts the Repair there and lets the commit go on once the
+// Repair is past the mailbox files (held before open.jsonl, which it
+// writes after them) or, when it waits for the turn, after a while.
+func TestRepairWhileBatchHandedOver(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	must(t, fl(r).Hold(ctx)) // the lock epoch goes on between the steers
+	_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "a"})
+	must(t, err)
+
+	paused, release := make(chan struct{}), make(chan struct{})
+	var pause sync.Once
+	restore := fsys.SetFault(func(op fsys.Op, path string) error {
+		if op == fsys.OpCreate && strings.Contains(path, ".open.jsonl.tmp-") {
+			pause.Do(func() { close(paused) })
+			<-release
+		}
+		return nil
+	})
+	defer restore()
+	repaired := make(chan error, 1)
+	var once sync.Once
+	file.SetHandOverHook(t, func() {
+		once.Do(func() {
+			go func() {
+				_, err := r.Repair(ctx)
+				repaired <- err
+			}()
+			select {
+			case <-paused: // the Repair ran ahead of the job (the bug)
+			case <-time.After(300 * time.Millisecond): // it waits for the turn
+			}
+		})
+	})
+	_, err = r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: "b"})
+	must(t, err)
+	close(release)
+	must(t, <-repaired)
+	restore()
+	fl(r).Unhold()
+	must(t, r.Root().Close())
+	checkMailboxes(t, r, "after the repair")
 }

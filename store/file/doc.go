@@ -56,7 +56,9 @@
 // projector (project.go) writes their mailbox lines and mail copies; the
 // snapshotter (snapshot.go) writes tasks.json and open.jsonl. The
 // appender also has a turn, held through a commit batch or a repair, so
-// that one goroutine of the process writes the log at a time. Where
+// that one goroutine of the process writes the log at a time; a batch
+// hands its projection job to the projector before it gives the turn
+// back, so that a repair, which waits for the projector, finds it there. Where
 // locks are held at once they are taken in this order: the appender's
 // turn, the snapshotter's lock, the appender's, the projector's.
 //

@@ -30,3 +30,11 @@ func SetSnapshotIdle(t interface{ Cleanup(func()) }, d time.Duration) {
 	snapshotIdle = d
 	t.Cleanup(func() { snapshotIdle = was })
 }
+
+// SetHandOverHook has hook called, until the test ends, each time a
+// committed batch's projection job is about to be handed to the
+// projector.
+func SetHandOverHook(t interface{ Cleanup(func()) }, hook func()) {
+	testHookHandOver = hook
+	t.Cleanup(func() { testHookHandOver = nil })
+}

@@ -99,6 +99,10 @@ func (l *Log) String() string { return l.EventsPath() }
 // MailboxPath is the path of a mailbox file (mailbox.InboxFile, …).
 func (l *Log) MailboxPath(name string) string { return l.path("mailbox", name) }
 
+// testHookHandOver, when set (by a test), is called when a committed
+// batch's projection job is about to be handed to the projector.
+var testHookHandOver func()
+
 // An op is one change waiting to be committed, its outcome (commit.Op),
 // and the projection job of its batch.
 type op struct {
@@ -144,14 +148,6 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 		l.app.queue = nil
 		l.app.mu.Unlock()
 		j, err := l.commitBatch(batch)
-		if j != nil {
-			l.app.mu.Lock()
-			alone := len(l.app.queue) == 0
-			l.app.mu.Unlock()
-			if !(alone && l.projectInline(j)) {
-				l.enqueue(j)
-			}
-		}
 		l.app.mu.Lock()
 		for _, b := range batch {
 			if err != nil && b.Err == nil {
@@ -169,9 +165,20 @@ func (l *Log) Commit(ctx context.Context, c store.Change) (*events.Event, error)
 }
 
 // commitBatch commits the batch under the run lock (commit.Engine over
-// the Log's tail) and returns the job that projects its events (and any
-// events a crashed writer left unprojected), holding the run lock for
-// it; nil when there is nothing to project.
+// the Log's tail) and hands the projector the job that projects its
+// events (and any events a crashed writer left unprojected), holding the
+// run lock for it; it returns the job, nil when there is nothing to
+// project.
+//
+// The job is handed over before the appender's turn is given back. A
+// Repair (exclusive) takes the turn and then waits for the projector
+// (Sync) before it rewrites the mailbox files: a job not yet in the
+// projector's hands would escape that wait, and, projecting meanwhile
+// or after, append its lines past where the projector knew the files to
+// end before the batch (knownFiles, kept while the lock epoch goes on),
+// that is, once more after the rebuild had written them from the log
+// (TestRepairWhileBatchHandedOver). So whoever takes the turn finds
+// every committed batch with the projector.
 func (l *Log) commitBatch(batch []*op) (*job, error) {
 	l.app.turn.Lock()
 	defer l.app.turn.Unlock()
@@ -184,6 +191,24 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 		l.proj.mu.Unlock()
 		l.dropCache()
 	}
+	j, err := l.appendBatch(batch)
+	if j != nil {
+		if testHookHandOver != nil {
+			testHookHandOver()
+		}
+		l.app.mu.Lock()
+		alone := len(l.app.queue) == 0
+		l.app.mu.Unlock()
+		if !(alone && l.projectInline(j)) {
+			l.enqueue(j)
+		}
+	}
+	return j, err
+}
+
+// appendBatch is commitBatch's commit, under the run lock, which it
+// gives back (the job keeps its own hold) before the job is handed over.
+func (l *Log) appendBatch(batch []*op) (*job, error) {
 	ctx := context.Background()
 	if len(batch) == 1 {
 		ctx = batch[0].Ctx // one operation (a CLI process): Ctrl-C ends its wait for the lock
