@@ -207,7 +207,9 @@ func (l *Log) commitBatch(batch []*op) (*job, error) {
 }
 
 // appendBatch is commitBatch's commit, under the run lock, which it
-// gives back (the job keeps its own hold) before the job is handed over.
+// gives back (the job keeps its own hold) before the job is handed
+// over, so that a job left the lock's last user ends the lock epoch
+// (suspectIfLast).
 func (l *Log) appendBatch(batch []*op) (*job, error) {
 	ctx := context.Background()
 	if len(batch) == 1 {
