@@ -412,7 +412,9 @@ func (w *wakeWaiter) Hint() int64 {
 // announced append was found in the log and concerns the waiter, or the
 // backstop found what it may have missed; or with ctx's error. The
 // backstop keeps its period across Waits: a wake-up does not bring its
-// next look sooner or later.
+// next look sooner or later. A look that says yes once ctx has ended
+// returns ctx's error: its requests failed with ctx, which is no sign
+// of an event (and one found as ctx ended is the caller's to read).
 func (w *wakeWaiter) Wait(ctx context.Context) error {
 	if w.s.opts.QuietWaits {
 		defer quietBegin()()
@@ -442,12 +444,12 @@ func (w *wakeWaiter) Wait(ctx context.Context) error {
 		due := !w.dueAt.IsZero() && !now.Before(w.dueAt)
 		w.mu.Unlock()
 		if due && w.dueFound(ctx) {
-			return nil
+			return ctx.Err()
 		}
 		if !now.Before(w.next) {
 			w.next = now.Add(w.every)
 			if w.missed(ctx) {
-				return nil
+				return ctx.Err()
 			}
 		}
 	}

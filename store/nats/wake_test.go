@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -571,5 +572,24 @@ func TestWakeRecordsNotPushedOut(t *testing.T) {
 	s2 := testDial(t, s.nc.ConnectedUrl())
 	if w := watchTask(t, s2, "t1"); !w.byLog {
 		t.Fatal("a waiter judges by the records of a stream that pushes the oldest out")
+	}
+}
+
+// A Wait whose context ends as a look is due returns the context's
+// error, never a wake-up: the look's requests fail with the context,
+// and a failed look otherwise says yes (its owner looks for itself).
+func TestWaitEndedAtALook(t *testing.T) {
+	s := wakeRun(t)
+	ww := watchTask(t, s, "t1") // no record for t1: its looks read the log
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 50 {
+		ww.next = time.Now().Add(-time.Second) // the backstop's look is due
+		if err := ww.Wait(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait %d with its context ended: %v, want context.Canceled", i, err)
+		}
+	}
+	if ww.looks == 0 {
+		t.Fatal("no look ran: the test tried nothing")
 	}
 }
