@@ -200,11 +200,20 @@ func (a *asker) check() error {
 	return nil
 }
 
-// awaitWaiting waits until task id of r is waiting, woken by the
-// leader's wake-ups (a question concerns the leader).
-func awaitWaiting(r *run.Run, id string) error {
+// awaitWaiting waits until the task of a's ask is waiting in r, woken
+// by the leader's wake-ups (a question concerns the leader). An ask that
+// printed or exited first, or 2 minutes, is an error.
+func awaitWaiting(r *run.Run, a *asker) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	go func() {
+		select {
+		case <-a.arrived:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t0 := time.Now()
 	w := r.Watch(state.Leader)
 	defer w.Close()
 	for {
@@ -212,11 +221,16 @@ func awaitWaiting(r *run.Run, id string) error {
 		if err != nil {
 			return err
 		}
-		if t := st.Tasks[id]; t != nil && t.Status == task.Waiting {
+		if t := st.Tasks[a.task]; t != nil && t.Status == task.Waiting {
 			return nil
 		}
 		if err := w.Wait(ctx); err != nil {
-			return fmt.Errorf("task %s never started waiting", id)
+			select {
+			case <-a.arrived:
+				return fmt.Errorf("task %s: its ask printed or exited %v after it started, before its task was seen waiting: %v", a.task, time.Since(t0).Round(time.Millisecond), a.check())
+			default:
+				return fmt.Errorf("task %s was not seen waiting in %v", a.task, time.Since(t0).Round(time.Millisecond))
+			}
 		}
 	}
 }
@@ -246,7 +260,7 @@ func timedRespond(c config, r *run.Run, env []string, prefix string) (float64, e
 		if err != nil {
 			return 0, err
 		}
-		if err := awaitWaiting(r, id); err != nil {
+		if err := awaitWaiting(r, a); err != nil {
 			return 0, err
 		}
 		d, err := timeProcess(c.crew, env, "respond", id, answerToken(id))
@@ -293,8 +307,8 @@ func herdOn(c config, r *run.Run, env []string, n int, idle time.Duration) (herd
 			return h, err
 		}
 		waiters = append(waiters, a)
-		if err := awaitWaiting(r, id); err != nil {
-			return h, fmt.Errorf("%v: %s", err, a.stderr.Bytes())
+		if err := awaitWaiting(r, a); err != nil {
+			return h, err
 		}
 		starts = append(starts, float64(time.Since(t).Microseconds())/1000)
 	}

@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -299,14 +300,14 @@ func TestWakeLostRecordFoundByBackstop(t *testing.T) {
 	}
 }
 
-// The backstop's first look is due within its period (60 s,
+// The backstop's first look is due within its period (2 minutes,
 // docs/nats.md, Wake records), no sooner than half of it, at a random
 // moment: waiters made together do not look together. A young waiter
 // does not look sooner (the bench's window of a fan-out's idle waiters
 // held their looks at 5, 15 and 35 s).
 func TestWakeBackstopSchedule(t *testing.T) {
-	if wakeRescan != time.Minute {
-		t.Fatalf("the backstop's period is %v; docs/nats.md and the package doc say 60 s", wakeRescan)
+	if wakeRescan != 2*time.Minute {
+		t.Fatalf("the backstop's period is %v; docs/nats.md and the package doc say 2 minutes", wakeRescan)
 	}
 	s := wakeRun(t)
 	at := map[time.Duration]bool{}
@@ -315,8 +316,8 @@ func TestWakeBackstopSchedule(t *testing.T) {
 		ww := watchTask(t, s, "t1")
 		d := ww.next.Sub(made)
 		ww.Close()
-		if d < 30*time.Second || d > time.Minute+time.Second {
-			t.Errorf("a new waiter's first look is due in %v; want 30–60 s", d)
+		if d < time.Minute || d > 2*time.Minute+time.Second {
+			t.Errorf("a new waiter's first look is due in %v; want 60–120 s", d)
 		}
 		at[d.Truncate(time.Second)] = true
 	}
@@ -571,5 +572,24 @@ func TestWakeRecordsNotPushedOut(t *testing.T) {
 	s2 := testDial(t, s.nc.ConnectedUrl())
 	if w := watchTask(t, s2, "t1"); !w.byLog {
 		t.Fatal("a waiter judges by the records of a stream that pushes the oldest out")
+	}
+}
+
+// A Wait whose context ends as a look is due returns the context's
+// error, never a wake-up: the look's requests fail with the context,
+// and a failed look otherwise says yes (its owner looks for itself).
+func TestWaitEndedAtALook(t *testing.T) {
+	s := wakeRun(t)
+	ww := watchTask(t, s, "t1") // no record for t1: its looks read the log
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 50 {
+		ww.next = time.Now().Add(-time.Second) // the backstop's look is due
+		if err := ww.Wait(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait %d with its context ended: %v, want context.Canceled", i, err)
+		}
+	}
+	if ww.looks == 0 {
+		t.Fatal("no look ran: the test tried nothing")
 	}
 }
