@@ -116,25 +116,8 @@ func TestDecodeMessageAsStdlib(t *testing.T) {
 	for _, c := range decodeCases {
 		sameAsStdlib(t, []byte(c))
 	}
-	seeds, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzDecodeMessage", "*"))
-	if len(seeds) == 0 {
-		t.Fatal("no fuzz seeds")
-	}
-	for _, p := range seeds {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A seed file is "go test fuzz v1" then []byte("...").
-		for _, l := range strings.Split(string(data), "\n") {
-			if q, ok := strings.CutPrefix(l, "[]byte("); ok {
-				s, err := strconv.Unquote(strings.TrimSuffix(q, ")"))
-				if err != nil {
-					t.Fatalf("%s: %v", p, err)
-				}
-				sameAsStdlib(t, []byte(s))
-			}
-		}
+	for _, seed := range fuzzSeeds(t, "FuzzDecodeMessage") {
+		sameAsStdlib(t, seed)
 	}
 	for i, k := range []string{KindSteer, KindFollowUp, KindNudge, KindQuestion, KindReport} {
 		at := Now()
@@ -166,24 +149,8 @@ func TestDecodeAsStdlib(t *testing.T) {
 	for _, c := range decodeCases {
 		sameEventAsStdlib(t, []byte(c))
 	}
-	seeds, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzDecodeEvent", "*"))
-	if len(seeds) == 0 {
-		t.Fatal("no fuzz seeds")
-	}
-	for _, p := range seeds {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(data), "\n") {
-			if q, ok := strings.CutPrefix(l, "[]byte("); ok {
-				s, err := strconv.Unquote(strings.TrimSuffix(q, ")"))
-				if err != nil {
-					t.Fatalf("%s: %v", p, err)
-				}
-				sameEventAsStdlib(t, []byte(s))
-			}
-		}
+	for _, seed := range fuzzSeeds(t, "FuzzDecodeEvent") {
+		sameEventAsStdlib(t, seed)
 	}
 	for i, k := range []string{KindSteer, KindFollowUp, KindNudge, KindQuestion, KindReport} {
 		at := Now()
@@ -205,4 +172,31 @@ func FuzzDecodeAsStdlib(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { sameEventAsStdlib(t, line) })
+}
+
+// fuzzSeeds returns the inputs of fuzz target name's seed files in
+// testdata/fuzz: each is "go test fuzz v1", then []byte("...").
+func fuzzSeeds(t *testing.T, name string) [][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", name, "*"))
+	if len(files) == 0 {
+		t.Fatalf("no seeds of %s", name)
+	}
+	var seeds [][]byte
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if q, ok := strings.CutPrefix(l, "[]byte("); ok {
+				s, err := strconv.Unquote(strings.TrimSuffix(q, ")"))
+				if err != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				seeds = append(seeds, []byte(s))
+			}
+		}
+	}
+	return seeds
 }
