@@ -167,7 +167,7 @@ func decodeSnapshot(data []byte) (*snapshotDoc, error) {
 	// segmentio's decoder gives what encoding/json gives
 	// (TestDecodeSnapshotAsStdlib) in less than half the time: every
 	// command on a run of a thousand waiting tasks decodes some 600 KB
-	// here (11.5 ms with encoding/json, 4.9 with it).
+	// here (11.5 ms with encoding/json, 3.7 to 4.9 with segmentio's).
 	var doc snapshotDoc
 	if err := sjson.Unmarshal(plain, &doc); err != nil {
 		return nil, fmt.Errorf("snapshot of %d bytes: %w", len(data), err)
