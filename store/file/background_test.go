@@ -348,3 +348,60 @@ func TestRepairWhileBatchHandedOver(t *testing.T) {
 	must(t, r.Root().Close())
 	checkMailboxes(t, r, "after the repair")
 }
+
+// TestSnapshotNeverReadAhead: a reader that opened tasks.json just
+// before a rewrite, and reads it once the rewrite after has written its
+// state into that same file (by then the spare: rewriteKeepingInodes)
+// but not yet renamed it into place, must not take that state, which
+// tasks.json does not hold yet: its next read would find tasks.json at
+// a lower seq ("tasks.json went from seq 324 back to 323", seen once in
+// TestConcurrentSyncOpsSnapshotsRepair). The hook lets the reader open
+// tasks.json, then has two rewrites made, the second held before its
+// rename, and lets the reader read on.
+func TestSnapshotNeverReadAhead(t *testing.T) {
+	file.SetSnapshotIdle(t, time.Hour) // tasks.json is written at Sync only
+	r := newTestRun(t)
+	ctx := context.Background()
+	_, err := r.AddTask(ctx, "t1", state.TaskSpec{}, "leader")
+	must(t, err)
+	steer := func(body string) {
+		_, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: "leader", Body: body})
+		must(t, err)
+		r.Sync() // writes tasks.json
+	}
+	steer("a")
+
+	paused, release, written := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var hold atomic.Bool
+	restore := fsys.SetFault(func(op fsys.Op, path string) error {
+		if op == fsys.OpRename && filepath.Base(path) == "tasks.json" && hold.CompareAndSwap(true, false) {
+			close(paused)
+			<-release
+		}
+		return nil
+	})
+	defer restore()
+	var once sync.Once
+	file.SetSnapshotOpenedHook(t, func() {
+		once.Do(func() {
+			steer("b") // the file the reader opened is now the spare
+			hold.Store(true)
+			go func() {
+				defer close(written)
+				steer("c") // written into the spare, held before its rename
+			}()
+			<-paused
+		})
+	})
+	first := fl(r).ReadSnapshot().Seq
+	next := fl(r).ReadSnapshot().Seq
+	close(release)
+	<-written
+	restore()
+	if first > next {
+		t.Fatalf("tasks.json read at seq %d, then at seq %d: the first read took a state not yet renamed into place", first, next)
+	}
+	if last := fl(r).ReadSnapshot().Seq; last <= next {
+		t.Fatalf("after the held rewrite, tasks.json is at seq %d, want past %d", last, next)
+	}
+}

@@ -38,3 +38,10 @@ func SetHandOverHook(t interface{ Cleanup(func()) }, hook func()) {
 	testHookHandOver = hook
 	t.Cleanup(func() { testHookHandOver = nil })
 }
+
+// SetSnapshotOpenedHook has hook called, until the test ends, each time
+// a reader of tasks.json has opened it, before it reads it.
+func SetSnapshotOpenedHook(t interface{ Cleanup(func()) }, hook func()) {
+	testHookSnapshotOpened = hook
+	t.Cleanup(func() { testHookSnapshotOpened = nil })
+}

@@ -39,12 +39,12 @@ import (
 func (l *Log) readSnapshot() *state.State {
 	empty := state.NewTasks()
 	for range 3 { // a snapshot read while it was rewritten is read again
-		data, err := readSnapshotFile(l.path("tasks.json"))
+		data, current, err := readSnapshotFile(l.path("tasks.json"))
 		if err != nil {
 			return empty
 		}
 		obj, whole := openJSON(data)
-		if !whole {
+		if !whole || !current {
 			continue
 		}
 		st := &state.State{}
@@ -430,8 +430,10 @@ func (l *Log) matchesLog(st *state.State) bool {
 // writes a new file and renames it over, freeing an inode. A reader
 // still holding the replaced file open when the spare is rewritten two
 // calls later can see a mix of the two or a part of the new, so the
-// content must tell whether it is whole (sealJSON, openJSON). The file
-// is not fsynced: it is a projection.
+// content must tell whether it is whole (sealJSON, openJSON), or the new
+// whole before it is renamed into place, so the reader must check that
+// the file is still at path once read (readSnapshotFile). The file is
+// not fsynced: it is a projection.
 func rewriteKeepingInodes(path string, perm os.FileMode, fill func(io.Writer) error) error {
 	dir, name := filepath.Split(path)
 	spare := filepath.Join(dir, "."+name+".spare")
@@ -514,14 +516,41 @@ func openSpare(spare string, perm os.FileMode) (*os.File, error) {
 // log like any unusable one.
 func openSnapshot(path string) (*os.File, error) { return fsys.OpenNoFollow(path, os.O_RDONLY, 0) }
 
-// readSnapshotFile reads the whole snapshot file at path (openSnapshot).
-func readSnapshotFile(path string) ([]byte, error) {
+// testHookSnapshotOpened, when set (by a test), is called when
+// readSnapshotFile has opened a snapshot file, before it reads it.
+var testHookSnapshotOpened func()
+
+// readSnapshotFile reads the whole snapshot file at path (openSnapshot),
+// and reports whether the file it read is still the one at path once
+// read (current); what a file no longer at path held is not to be used.
+//
+// The one rule that keeps a reader from going back: a reader keeps the
+// file it opened, which the next rewrite (rewriteKeepingInodes) makes
+// the spare and the one after writes a later state into, whole and
+// sealed, before renaming it into place. Read in between, that state is
+// one the path has not held yet, and the reader's next read, of the
+// file then in place, would go back to an earlier one
+// (TestSnapshotNeverReadAhead). A file still at the path once read holds
+// only states that have been in place: a file takes a new state only as
+// the spare, and the path back only after it is written.
+func readSnapshotFile(path string) (data []byte, current bool, err error) {
 	f, err := openSnapshot(path)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	if testHookSnapshotOpened != nil {
+		testHookSnapshotOpened()
+	}
+	if data, err = io.ReadAll(f); err != nil {
+		return nil, false, err
+	}
+	read, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	now, err := os.Lstat(path)
+	return data, err == nil && os.SameFile(read, now), nil
 }
 
 // sealJSON appends to the JSON object obj (compact, ending in '}') its
