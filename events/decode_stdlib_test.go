@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -23,18 +24,45 @@ func stdlibDecodeMessage(line []byte) (Message, error) {
 	return m, nil
 }
 
-// sameAsStdlib fails t unless DecodeMessage and encoding/json agree on
-// line: both refuse it, or both give the same message.
+// stdlibDecode is Decode with encoding/json.
+func stdlibDecode(line []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(line, &e); err != nil {
+		return Event{}, err
+	}
+	if e.Seq <= 0 || e.Type == "" {
+		return Event{}, os.ErrInvalid
+	}
+	return e, nil
+}
+
+// sameAs fails t unless ours and encoding/json's decoder (std) agree on
+// line: both refuse it, or both give the same value.
+func sameAs[T any](t *testing.T, line []byte, ours, std func([]byte) (T, error)) {
+	t.Helper()
+	v, err := ours(line)
+	want, werr := std(line)
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("line %q: error %v, encoding/json error %v", line, err, werr)
+	}
+	if err == nil && !reflect.DeepEqual(v, want) {
+		t.Fatalf("line %q: decoded\n%#v\nencoding/json\n%#v", line, v, want)
+	}
+}
+
+// sameAsStdlib checks DecodeMessage on line.
 func sameAsStdlib(t *testing.T, line []byte) {
 	t.Helper()
-	m, err := DecodeMessage(line)
-	want, werr := stdlibDecodeMessage(line)
-	if (err == nil) != (werr == nil) {
-		t.Fatalf("line %q: DecodeMessage error %v, encoding/json error %v", line, err, werr)
-	}
-	if err == nil && !reflect.DeepEqual(m, want) {
-		t.Fatalf("line %q: DecodeMessage gives\n%#v\nencoding/json\n%#v", line, m, want)
-	}
+	sameAs(t, line, DecodeMessage, stdlibDecodeMessage)
+}
+
+// sameEventAsStdlib checks Decode on line, on the event that carries
+// line as its message, and on line as an event of its own.
+func sameEventAsStdlib(t *testing.T, line []byte) {
+	t.Helper()
+	sameAs(t, line, Decode, stdlibDecode)
+	sameAs(t, []byte(`{"seq":3,"at":"2026-11-29T21:04:05.123Z","type":"message.sent","run":"r","message":`+string(line)+`}`), Decode, stdlibDecode)
+	sameAs(t, bytes.Replace(line, []byte(`"kind":`), []byte(`"type":`), 1), Decode, stdlibDecode)
 }
 
 // decodeCases are mailbox lines, valid and not, where two JSON decoders
@@ -88,25 +116,8 @@ func TestDecodeMessageAsStdlib(t *testing.T) {
 	for _, c := range decodeCases {
 		sameAsStdlib(t, []byte(c))
 	}
-	seeds, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzDecodeMessage", "*"))
-	if len(seeds) == 0 {
-		t.Fatal("no fuzz seeds")
-	}
-	for _, p := range seeds {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A seed file is "go test fuzz v1" then []byte("...").
-		for _, l := range strings.Split(string(data), "\n") {
-			if q, ok := strings.CutPrefix(l, "[]byte("); ok {
-				s, err := strconv.Unquote(strings.TrimSuffix(q, ")"))
-				if err != nil {
-					t.Fatalf("%s: %v", p, err)
-				}
-				sameAsStdlib(t, []byte(s))
-			}
-		}
+	for _, seed := range fuzzSeeds(t, "FuzzDecodeMessage") {
+		sameAsStdlib(t, seed)
 	}
 	for i, k := range []string{KindSteer, KindFollowUp, KindNudge, KindQuestion, KindReport} {
 		at := Now()
@@ -128,4 +139,64 @@ func FuzzDecodeMessageAsStdlib(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { sameAsStdlib(t, line) })
+}
+
+// TestDecodeAsStdlib checks that Decode decodes what encoding/json
+// decodes, into the same event, and refuses what it refuses: the mailbox
+// cases above as events, the seeds of FuzzDecodeEvent, and an event of
+// each kind of message as Marshal writes it.
+func TestDecodeAsStdlib(t *testing.T) {
+	for _, c := range decodeCases {
+		sameEventAsStdlib(t, []byte(c))
+	}
+	for _, seed := range fuzzSeeds(t, "FuzzDecodeEvent") {
+		sameEventAsStdlib(t, seed)
+	}
+	for i, k := range []string{KindSteer, KindFollowUp, KindNudge, KindQuestion, KindReport} {
+		at := Now()
+		e := Event{Seq: int64(i + 1), At: at, Type: "message.sent", Run: "r", Task: "t1", Actor: "leader", From: "running", To: "waiting", Reason: "why <&>",
+			Message:    &Message{ID: "01a24302-df25-7be5-8548-cfb8161da47d", Seq: int64(i + 1), Kind: k, From: "leader", To: "t1", Body: "b \u00e9 \U0001F600", SentAt: at, DeliveredAt: &at},
+			MessageIDs: []string{"a", "b"}, Via: ViaHook + ":stop", Data: json.RawMessage(`{"n":[1,2.5,null]}`)}
+		line, err := Marshal(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEventAsStdlib(t, line)
+	}
+}
+
+// FuzzDecodeAsStdlib is TestDecodeAsStdlib's check on any line. Run
+// with go test -fuzz FuzzDecodeAsStdlib ./events/.
+func FuzzDecodeAsStdlib(f *testing.F) {
+	for _, c := range decodeCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { sameEventAsStdlib(t, line) })
+}
+
+// fuzzSeeds returns the inputs of fuzz target name's seed files in
+// testdata/fuzz: each is "go test fuzz v1", then []byte("...").
+func fuzzSeeds(t *testing.T, name string) [][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", name, "*"))
+	if len(files) == 0 {
+		t.Fatalf("no seeds of %s", name)
+	}
+	var seeds [][]byte
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if q, ok := strings.CutPrefix(l, "[]byte("); ok {
+				s, err := strconv.Unquote(strings.TrimSuffix(q, ")"))
+				if err != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				seeds = append(seeds, []byte(s))
+			}
+		}
+	}
+	return seeds
 }

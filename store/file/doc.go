@@ -50,17 +50,18 @@
 // wake of its process a minute.
 //
 // Who does what. A Log's work is split three ways, each part with one
-// lock over what it knows and one job: the appender (log.go, lock.go) takes the run lock
-// and appends the events of a batch of operations in one write and one
-// fsync (group commit, through the commit engine of store/commit); the
-// projector (project.go) writes their mailbox lines and mail copies; the
-// snapshotter (snapshot.go) writes tasks.json and open.jsonl. The
-// appender also has a turn, held through a commit batch or a repair, so
-// that one goroutine of the process writes the log at a time; a batch
-// hands its projection job to the projector before it gives the turn
-// back, so that a repair, which waits for the projector, finds it there. Where
-// locks are held at once they are taken in this order: the appender's
-// turn, the snapshotter's lock, the appender's, the projector's.
+// lock over what it knows and one job: the appender (log.go, lock.go)
+// takes the run lock and appends the events of a batch of operations in
+// one write and one fsync (group commit, through the commit engine of
+// store/commit); the projector (project.go) writes their mailbox lines
+// and mail copies; the snapshotter (snapshot.go) writes tasks.json and
+// open.jsonl. The appender also has a turn, held through a commit batch
+// or a repair, so that one goroutine of the process writes the log at a
+// time; a batch hands its projection job to the projector before it
+// gives the turn back, so that a repair, which waits for the projector,
+// finds it there. Where locks are held at once they are taken in this
+// order: the appender's turn, the snapshotter's lock, the appender's,
+// the projector's.
 //
 // The lock epoch. While a process holds the run lock without letting go,
 // no other process writes the run's files, so what it wrote itself is

@@ -31,14 +31,7 @@ func TestSnapshotRatio(t *testing.T) {
 	if _, err := decodeSnapshot(value); err != nil {
 		t.Fatalf("crew's snapshot: %v", err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(value))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := gunzip(t, value)
 	// The same document after 8 MiB of spaces: the same JSON, grown a
 	// thousand times.
 	var buf bytes.Buffer
@@ -72,14 +65,7 @@ func TestDecodeSnapshotAsStdlib(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(value))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := gunzip(t, value)
 	if _, err := decodeSnapshot(value); err != nil {
 		t.Fatalf("crew's snapshot: %v", err)
 	}
@@ -105,4 +91,18 @@ func TestDecodeSnapshotAsStdlib(t *testing.T) {
 			t.Errorf("%s: segmentio decodes\n%+v\nencoding/json\n%+v", name, got, want)
 		}
 	}
+}
+
+// gunzip returns the decompressed bytes of a snapshot's value.
+func gunzip(t *testing.T, value []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
