@@ -62,12 +62,13 @@ import (
 // timer's thread, sysmon, a spinning thread), 0.2–0.9 ms of CPU on a
 // 2-core VM, more the longer it slept. A thousand waiters rescanning
 // every 60 s so use about 0.01 CPU-second a second; every 30 s, as
-// before, 0.02; doubling from 1 s, young waiters used 0.035 (README,
-// Performance). A young waiter does not rescan sooner: it has just read
-// the log, and a later commit's poke is no likelier lost early in a wait
-// than late. Its first rescan comes after a random time between half the
-// period and the whole, so that waiters started together (a fan-out) do
-// not all wake at the same moment ever after.
+// before, 0.02; doubling from 1 s, young waiters used 0.035
+// (docs/performance.md, idle waiters). A young waiter does not rescan
+// sooner: it has just read the log, and a later commit's poke is no
+// likelier lost early in a wait than late. Its first rescan comes after a
+// random time between half the period and the whole, so that waiters
+// started together (a fan-out) do not all wake at the same moment ever
+// after.
 var wakeRescan = 60 * time.Second // a variable for the tests of a lost wake-up
 
 const (
