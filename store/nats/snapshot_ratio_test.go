@@ -3,17 +3,13 @@ package nats
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"io"
-	"reflect"
-	"strings"
 	"testing"
 
 	sjson "github.com/segmentio/encoding/json"
 
-	"github.com/crew-dev/crew/events"
+	"github.com/crew-dev/crew/internal/statetest"
 	"github.com/crew-dev/crew/state"
-	"github.com/crew-dev/crew/task"
 )
 
 // TestSnapshotRatio: a snapshot's value that grows more than
@@ -48,19 +44,9 @@ func TestSnapshotRatio(t *testing.T) {
 
 // TestDecodeSnapshotAsStdlib: segmentio's decoder, which decodeSnapshot uses,
 // reads what encoding/json reads, or refuses it too: crew's own value
-// with every field set, and the same value with keys in other letter
-// cases, unknown and repeated keys, escapes, nulls and trailing bytes.
+// with every field set, and its variants (statetest.Variants).
 func TestDecodeSnapshotAsStdlib(t *testing.T) {
-	at := events.Now()
-	st := state.New()
-	st.Run, st.Seq, st.Leader = "r1", 9, "lead"
-	st.Files = map[string]int64{"inbox": 7, "outbox": 8}
-	st.Tasks["t1"] = &state.Task{ID: "t1", Title: "é \"q\" <b>", Agent: "a1", Status: task.Waiting, CreatedAt: at, UpdatedAt: at, StartedAt: &at,
-		Question: "q1", QuestionFrom: "t1", QuestionAt: &at, ClosedSeq: 3, Questions: 2, Attempts: 1, LastEventAt: at, LastSeenAt: &at, NudgedAt: &at,
-		Workers: []state.Worker{{Attempt: 1, PID: 42, Start: 7, Host: "h", Boot: "b", Command: []string{"sh", "-c", "x"}, Supervisor: 41, Log: "l", Tmux: "s:1"}}, CreatedSeq: 2}
-	st.Tasks["t2"] = &state.Task{ID: "t2", Status: task.Pending, CreatedAt: at, UpdatedAt: at, LastEventAt: at, CreatedSeq: 4}
-	st.Open["q1"] = &state.Open{ID: "q1", Seq: 8, Task: "t1", Kind: events.KindQuestion, File: "outbox", Priority: "normal", Status: events.StatusDelivered, DeliveredAt: &at, DeliveredVia: "hook", From: "t1", SentAt: at}
-	st.Open[state.Key("b1", events.Broadcast, "t2")] = &state.Open{ID: "b1", Seq: 5, Task: "t2", Kind: events.KindSteer, File: "steering", Priority: "high", Status: events.StatusPending, From: "lead", SentAt: at}
+	st := statetest.Full()
 	value, err := encodeSnapshot(st, "sum")
 	if err != nil {
 		t.Fatal(err)
@@ -69,27 +55,8 @@ func TestDecodeSnapshotAsStdlib(t *testing.T) {
 	if _, err := decodeSnapshot(value); err != nil {
 		t.Fatalf("crew's snapshot: %v", err)
 	}
-	plain := string(doc)
-	for name, text := range map[string]string{
-		"crew's":           plain,
-		"keys in capitals": strings.Replace(strings.Replace(plain, `"seq":`, `"SEQ":`, 3), `"title":`, `"Title":`, 1),
-		"unknown keys":     strings.Replace(plain, `"v":1,`, `"v":1,"extra":{"a":[1,2,null]},`, 1),
-		"a repeated key":   strings.Replace(plain, `"v":1,`, `"v":1,"run":"r2",`, 1),
-		"escapes":          strings.Replace(plain, `"leader":"lead"`, `"leader":"l\u0065ad\n"`, 1),
-		"null tasks":       strings.Replace(plain, `"tasks":{`, `"tasks":null,"x":{`, 1),
-		"a string seq":     strings.Replace(plain, `"seq":9`, `"seq":"9"`, 1),
-		"a bad time":       strings.Replace(plain, `"sentAt":"`, `"sentAt":"x`, 1),
-		"trailing bytes":   plain + "{}",
-		"cut short":        plain[:len(plain)/2],
-	} {
-		var got, want snapshotDoc
-		gotErr, wantErr := sjson.Unmarshal([]byte(text), &got), json.Unmarshal([]byte(text), &want)
-		switch {
-		case (gotErr != nil) != (wantErr != nil):
-			t.Errorf("%s: segmentio says %v, encoding/json %v", name, gotErr, wantErr)
-		case gotErr == nil && !reflect.DeepEqual(got, want):
-			t.Errorf("%s: segmentio decodes\n%+v\nencoding/json\n%+v", name, got, want)
-		}
+	for name, text := range statetest.Variants(string(doc)) {
+		statetest.SameAsStdlib(t, name, text, func(data []byte, doc *snapshotDoc) error { return sjson.Unmarshal(data, doc) })
 	}
 }
 
