@@ -224,37 +224,43 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 		// its task, and the failure's message is then among them.
 		st, live, aliveErr = supervise.TasksAlive(ctx, r, quietAfter)
 	}
-	p, perr := r.Pending(who)
+	if !leader {
+		p, err := r.Pending(who)
+		if p == nil {
+			return nil, err
+		}
+		return &Open{Messages: p.Messages}, err
+	}
+	// The leader's view is read from one whole state: its own open
+	// messages, the questions answered by default and the messages not
+	// delivered to the workers.
+	whole, err := r.State()
+	if err != nil {
+		return nil, err
+	}
+	p, perr := r.PendingIn(whole, who)
 	if p == nil {
 		return nil, perr
 	}
 	open := &Open{Leader: leader, Messages: p.Messages}
-	if !leader {
-		return open, perr
-	}
-	if err := answeredByDefault(r, open.Messages); err != nil {
-		return nil, err
-	}
+	answeredByDefault(whole, open.Messages)
 	if err := errors.Join(quietErr, aliveErr); err != nil {
 		return open, err
 	}
 	open.Lifeless = lifeless(st, live)
 	if perr == nil && st.Err() == nil {
-		if open.Undelivered, err = undelivered(r, st, live, after, ""); err != nil {
+		if open.Undelivered, err = undelivered(r, whole, live, after, ""); err != nil {
 			return open, err
 		}
 	}
 	return open, perr
 }
 
-// answeredByDefault gives the questions among msgs that no task of r
+// answeredByDefault gives the questions among msgs that no task of st
 // waits on any more, and that have a default answer, the reason
 // run.AnsweredByDefault (docs/state-machine.md, Asking with a deadline).
-func answeredByDefault(r *run.Run, msgs []events.Message) error {
-	st, err := r.TaskState()
-	if err != nil {
-		return err
-	}
+// st is the state msgs were read from.
+func answeredByDefault(st *state.State, msgs []events.Message) {
 	waitedOn := map[string]bool{}
 	for _, t := range st.Tasks {
 		if t.Question != "" {
@@ -270,7 +276,6 @@ func answeredByDefault(r *run.Run, msgs []events.Message) error {
 			m.Reason = run.AnsweredByDefault
 		}
 	}
-	return nil
 }
 
 // lifeless lists the tasks of st whose worker is quiet, then those whose

@@ -40,17 +40,21 @@ func undeliveredAfter(s string) (time.Duration, error) {
 // undelivered lists the messages sent to the tasks of st that have not
 // ended (only task only, when not "") and are still pending after
 // after, oldest first, each with the likely reason (undeliveredReason).
-// open is the run's state with its open messages (run.Run.State), or nil
-// to read them; live is what each task is doing (supervise.Liveness).
+// When st is the run's whole state (run.Run.State), its open messages are
+// used, else they are read; live is what each task is doing
+// (supervise.Liveness).
 func undelivered(r *run.Run, st *state.State, live map[string]*run.Liveness, after time.Duration, only string) ([]Undelivered, error) {
 	now := time.Now()
 	tasks := map[string]bool{}
+	open := st // with every open message, once read; else Pending reads each task's
 	if only != "" {
 		tasks[only] = true
 	} else {
-		open, err := r.State()
-		if err != nil {
-			return nil, err
+		if !open.Whole() {
+			var err error
+			if open, err = r.State(); err != nil {
+				return nil, err
+			}
 		}
 		for _, o := range open.Open {
 			if o.Task != "" && o.Status == events.StatusPending && now.Sub(o.SentAt.Time) >= after {
@@ -70,7 +74,7 @@ func undelivered(r *run.Run, st *state.State, live map[string]*run.Liveness, aft
 		if t == nil || t.Status.Terminal() {
 			continue
 		}
-		p, err := r.Pending(id)
+		p, err := r.PendingIn(open, id)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +141,7 @@ func (a *App) ListUndelivered(ctx context.Context, req ListUndelivered) ([]Undel
 	if err != nil {
 		return nil, err
 	}
-	st, err := r.TaskState()
+	st, err := r.State()
 	if err != nil {
 		return nil, err
 	}

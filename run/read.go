@@ -351,11 +351,21 @@ type Pending struct {
 // what it could read and an error wrapping crew.ErrDamaged: it never says
 // "nothing open" when it could not read everything. It records nothing
 // (at most it rebuilds a damaged mailbox projection from the log).
-func (r *Run) Pending(participant string) (*Pending, error) {
-	st, err := r.stateFor(participant)
-	if err != nil {
-		return nil, err
+func (r *Run) Pending(participant string) (*Pending, error) { return r.PendingIn(nil, participant) }
+
+// PendingIn is Pending computed from st, a state of the run the caller
+// has read that tracks participant's open messages (State tracks every
+// participant's: a caller that needs what is open for several reads the
+// run once, not once for each). With st nil, or one that does not track
+// them, it reads the run as Pending does.
+func (r *Run) PendingIn(st *state.State, participant string) (*Pending, error) {
+	if st == nil || !st.Tracks(state.RecipientKey(participant)) {
+		var err error
+		if st, err = r.stateFor(participant); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	p := &Pending{}
 	if participant != Leader {
 		if p.Task, err = st.Task(participant); err != nil {
