@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/crew-dev/crew/internal/statetest"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/state/statetest"
 )
 
 // TestTasksJSONAsStdlib: the state's tasks are written as encoding/json

@@ -11,8 +11,8 @@ import (
 
 	sjson "github.com/segmentio/encoding/json"
 
-	"github.com/crew-dev/crew/internal/statetest"
 	"github.com/crew-dev/crew/state"
+	"github.com/crew-dev/crew/state/statetest"
 )
 
 // TestSnapshotRatio: a snapshot's value that grows more than
