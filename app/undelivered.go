@@ -120,6 +120,19 @@ func undeliveredReason(r *run.Run, t *state.Task, l *run.Liveness, m *events.Mes
 // roundSeconds is d in whole seconds, as the reasons say it ("2m5s").
 func roundSeconds(d time.Duration) string { return d.Round(time.Second).String() }
 
+// UndeliveredIn is ListUndelivered over st, a whole state of run r the
+// caller has read (run.Run.State), with live, what each of its tasks is
+// doing (supervise.Liveness), and after, how long a message may stay
+// undelivered (0: DefaultUndeliveredAfter): a page that shows the tasks
+// as well reads the run and its workers' heartbeats once. Errors are
+// those of reading the run.
+func UndeliveredIn(r *run.Run, st *state.State, live map[string]*run.Liveness, after time.Duration) ([]Undelivered, error) {
+	if after <= 0 {
+		after = DefaultUndeliveredAfter
+	}
+	return undelivered(r, st, live, after, "")
+}
+
 // ListUndelivered is the request of ListUndelivered.
 type ListUndelivered struct {
 	Run   string `json:"run,omitempty" jsonschema:"the run id (default: the identity's, else the most recently created run)"`

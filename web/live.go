@@ -180,9 +180,13 @@ func (s *Server) runsPrint() string {
 // lifePrint is what the tasks of rn underway are doing (only task id,
 // unless id is ""), as text that changes when a card's liveness would
 // (its word, its since, its worker's pid), and for the board which
-// messages it lists as not delivered (app.App.ListUndelivered).
+// messages it lists as not delivered (app.UndeliveredIn).
 func (s *Server) lifePrint(rn *run.Run, id string) string {
-	st, err := rn.TaskState()
+	read := rn.TaskState
+	if id == "" {
+		read = rn.State // the board's: with the open messages, for the undelivered ones
+	}
+	st, err := read()
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -202,11 +206,7 @@ func (s *Server) lifePrint(rn *run.Run, id string) string {
 	if id == "" {
 		// The board lists messages not delivered after a while: one
 		// turns undelivered with no event in the log.
-		after := ""
-		if s.undelivered > 0 {
-			after = s.undelivered.String()
-		}
-		list, err := s.app.ListUndelivered(context.Background(), app.ListUndelivered{Run: rn.ID(), After: after})
+		list, err := app.UndeliveredIn(rn, st, live, s.undelivered)
 		if err != nil {
 			return "error: " + err.Error()
 		}

@@ -136,9 +136,10 @@ const maxReports = 50
 
 // boardPage shows a run's tasks in columns by state, with the open
 // question of each waiting task inline, and the rest of what is open for
-// the leader to acknowledge: reports, and crew's failures and timeouts. It reads
-// the state (snapshot and the log after it) with the leader's open
-// messages, and the bodies of those it shows.
+// the leader to acknowledge: reports, and crew's failures and timeouts,
+// and the messages not delivered to the workers. It reads the run's
+// whole state (snapshot and the log after it) and the workers'
+// heartbeats once, and the bodies of the messages it shows.
 func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
 	rn, err := s.open(r.PathValue("run"))
 	if err != nil {
@@ -146,7 +147,7 @@ func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	st, err := rn.Log().State(ctx, state.For(run.Leader))
+	st, err := rn.State() // whole: the leader's open messages and those not delivered to the workers
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -181,16 +182,13 @@ func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	after := ""
-	if s.undelivered > 0 {
-		after = s.undelivered.String()
-	}
-	if b.Undelivered, err = s.app.ListUndelivered(ctx, app.ListUndelivered{Run: rn.ID(), After: after}); err != nil {
+	now := time.Now()
+	live := supervise.Liveness(rn, st, s.quiet, now)
+	if b.Undelivered, err = app.UndeliveredIn(rn, st, live, s.undelivered); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	now := time.Now()
-	b.Columns = columns(st, questions, supervise.Liveness(rn, st, s.quiet, now), now)
+	b.Columns = columns(st, questions, live, now)
 	s.render(w, r, "board", &page{Title: rn.ID(), Run: rn.ID(), Tab: "board", Stream: liveURL(rn), Life: true, Seq: st.Seq, Damage: errText(st.Err()), Data: b})
 }
 
