@@ -110,7 +110,11 @@ func unknown(app *cli.App, name string) error {
 	if len(words) > 1 {
 		hint = "crew " + strings.Join(words[:len(words)-1], " ") + " --help lists its commands"
 	}
-	if near := nearest(words[len(words)-1], names); near != "" {
+	if words[len(words)-1] == "help" {
+		// There is no help command (every command has --help), as a
+		// newcomer used to git help or go help expects.
+		hint = "crew COMMAND --help shows a command's help, " + hint
+	} else if near := nearest(words[len(words)-1], names); near != "" {
 		hint = "did you mean " + strings.Join(append(words[:len(words)-1:len(words)-1], near), " ") + "? " + hint
 	}
 	return fmt.Errorf("unknown command %q; %s: %w", name, hint, crew.ErrInvalid)
