@@ -660,12 +660,13 @@ func TestSharedGroupWritersOfTwoUsers(t *testing.T) {
 	as(4201, "repair", "r1")
 }
 
-// TestSnapshotThatIsNoFile: tasks.json or open.jsonl replaced by a FIFO
-// (whose open would block), a link to /dev/zero (whose reading never
-// ends) or a directory is not read: readers and writers rebuild the state
-// from the log, and neither hangs nor fails.
+// TestSnapshotThatIsNoFile: tasks.json, open.jsonl or the projection
+// mark projected.json replaced by a FIFO (whose open would block), a link
+// to /dev/zero (whose reading never ends) or a directory is not read:
+// readers and writers rebuild the state from the log, and neither hangs
+// nor fails.
 func TestSnapshotThatIsNoFile(t *testing.T) {
-	for _, name := range []string{"tasks.json", "open.jsonl"} {
+	for _, name := range []string{"tasks.json", "open.jsonl", "projected.json"} {
 		for _, kind := range []string{"fifo", "dev-zero", "dir"} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
 				dir := newRun(t, "r1", "t1")

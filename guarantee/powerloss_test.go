@@ -900,7 +900,7 @@ func (l *plLane) survey() {
 		}
 	}
 	rd := runDir(l.dir, plRun)
-	for _, name := range []string{"tasks.json", "open.jsonl", "mailbox/inbox.jsonl", "mailbox/outbox.jsonl", "mailbox/steering.jsonl"} {
+	for _, name := range []string{"tasks.json", "open.jsonl", "projected.json", "mailbox/inbox.jsonl", "mailbox/outbox.jsonl", "mailbox/steering.jsonl"} {
 		if fi, err := os.Stat(filepath.Join(rd, name)); err == nil && fi.Size() == 0 {
 			l.stats.emptyProjections++
 		}

@@ -5,7 +5,8 @@
 // Format (docs/files.md). A run is state/runs/<run>/: events.jsonl, the
 // append-only log, one JSON event per line, seq 1, 2, 3 … with no gap;
 // manifest.json; run.lock; the mailbox files mailbox/{inbox,outbox,
-// steering}.jsonl; the snapshots tasks.json and open.jsonl. The mail
+// steering}.jsonl; the snapshots tasks.json and open.jsonl; the
+// projection mark projected.json. The mail
 // tree is state/mail/<agent>/, one JSON file per message (package
 // mailbox).
 //
@@ -15,15 +16,16 @@
 // it), validates its operations, appends their events in one write and
 // fsyncs the log: from then on they are committed, and
 // only then are the projections written (project.go): mailbox lines,
-// mail-tree copies, read flags and the snapshots.
+// mail-tree copies, read flags, the snapshots and the projection mark.
 //
 // Why it is crash-safe. The log is the only source of truth and is
 // fsynced before an operation returns. Every projection is derived from
 // it, idempotently, and says how far it got (a mailbox file ends with
 // the seq of its last line; tasks.json records the seq and byte offset
-// it reflects, sealed with a CRC so a torn or mixed file is refused): a
-// crash after the fsync leaves projections behind, and the next writer,
-// which replays the log after the snapshot, catches them up. New files
+// it reflects, and projected.json those of the last event projected,
+// both sealed with a CRC so a torn or mixed file is refused): a crash
+// after the fsync leaves projections behind, and the next writer, which
+// replays the log after the snapshot, catches them up. New files
 // (a run, a mail copy sent with crew mail send) are written under a
 // hidden name, fsynced, linked or renamed into place, and their
 // directory fsynced, so they appear whole or not at all. A damaged log
@@ -86,18 +88,21 @@
 //
 // Snapshots across epochs. tasks.json is written every 128 events
 // (snapshotEvery) of a process, not at every let-go of the lock: while it
-// is still the file this process wrote, the snapshotter trusts its seq
-// across epochs and keeps the state it owes it, which it writes, taking
-// the lock again, once it has committed nothing for 10 ms
-// (snapshotIdle), and at Sync and Store.Close. So a process that commits
-// once per epoch, back to back (crew serve, one MCP call or HTTP hook at
-// a time), does not rewrite it each time, and a run at rest has it
-// current; a process's first commit writes it at once (its seq is
-// unknown). Meanwhile readers of other processes replay up to 127 events
-// after it, and a writer of another process also projects them again
-// (tasks.json says how far projections got; every projection is
-// idempotent) before it writes tasks.json itself. Crash safety is
-// unchanged: tasks.json is only ever a cache that matchesLog checks.
+// is still the file this process wrote, or read under the lock, the
+// snapshotter trusts its seq across epochs and keeps the state it owes
+// it, which it settles, taking the lock again, once it has committed
+// nothing for 10 ms (snapshotIdle), and at Sync and Store.Close:
+// tasks.json when it is due (tasksDue: behind by 1 + tasks/32 events),
+// else only the projection mark, projected.json (snapshot.go, mark). So
+// a process that commits once per epoch, back to back (crew serve, one
+// MCP call or HTTP hook at a time), does not rewrite it each time, and a
+// crew command on a run of 1,000 tasks does not rewrite them all on its
+// way out; a process's first commit writes it at once when its seq is
+// unknown. Meanwhile readers replay up to 127 events after it, and a
+// writer of another process projects again only the events after the
+// mark (every projection is idempotent). Crash safety is unchanged:
+// tasks.json and the mark are only ever caches of the log, which
+// matchesLog and endsAt check, and crew repair removes the mark.
 package file
 
 import "github.com/crew-dev/crew/store"

@@ -45,3 +45,5 @@ func SetSnapshotOpenedHook(t interface{ Cleanup(func()) }, hook func()) {
 	testHookSnapshotOpened = hook
 	t.Cleanup(func() { testHookSnapshotOpened = nil })
 }
+
+func TasksDue(behind int64, n int) bool { return tasksDue(behind, n) }

@@ -95,7 +95,8 @@ func (l *Log) holdFor(ctx context.Context, snap bool) error {
 // Close), so that a process that commits once per lock epoch, back to
 // back, does not rewrite it every time. The next process to
 // take the lock replays the events after it (and projects them again,
-// idempotently: it takes tasks.json to say how far projections got).
+// idempotently, after the seq the projection mark or tasks.json says
+// projections got to).
 //
 // Lock order: the snapshotter's, then the appender's, then the
 // projector's.

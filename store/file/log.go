@@ -380,13 +380,14 @@ func (l *Log) keepCache(st *state.State) {
 // end of the log, and what projections may still owe the log.
 type load struct {
 	st *state.State
-	// caughtUp are the events after tasks.json's seq that the load
-	// replayed: their projections may be missing (a writer may have
-	// crashed after its fsync); acts are what they ask of the mail tree.
+	// caughtUp are the events the load replayed after the seq the
+	// projection mark (or tasks.json) says projections got to: their
+	// projections may be missing (a writer may have crashed after its
+	// fsync); acts are what they ask of the mail tree.
 	caughtUp []*events.Event
 	acts     []mailbox.Act
-	// before is tasks.json's State.Files: where the mailbox files stood
-	// before caughtUp.
+	// before is the mark's (or tasks.json's) State.Files: where the
+	// mailbox files stood before caughtUp.
 	before map[string]int64
 }
 
@@ -423,23 +424,29 @@ func (l *Log) loadForWrite(w *events.Writer, kept, needOpen bool) (*load, error)
 	if st != nil {
 		ld.before, projected = maps.Clone(st.Files), st.Seq
 		// Another process appended since: its projections are done as
-		// far as the tasks.json it wrote before letting the lock go
-		// says, which a new Log would start from; the events up to
-		// there are not projected again.
-		if snap := l.readSnapshot(); snap.Seq > projected {
+		// far as the projection mark (or tasks.json) it wrote before
+		// letting the lock go says, which a new Log would start from;
+		// the events up to there are not projected again.
+		if m, ok := l.readMark(); ok && m.Seq > projected {
+			ld.before, projected = m.Files, m.Seq
+		} else if snap := l.readSnapshot(); snap.Seq > projected {
 			ld.before, projected = maps.Clone(snap.Files), snap.Seq
 		}
 	} else {
-		// tasks.json says how far projections got: wait for this
-		// process's own jobs, so that it says so for them too (else
-		// their events would be projected twice).
+		// The projection mark, or tasks.json, says how far projections
+		// got: wait for this process's own jobs, so that it says so for
+		// them too (else their events would be projected twice).
 		l.Sync()
 		snap := l.readSnapshot()
+		l.noteSnapshot(snap.Seq, false)
 		ld.before, projected = maps.Clone(snap.Files), snap.Seq
+		if m, ok := l.readMark(); ok && m.Seq > projected {
+			ld.before, projected = m.Files, m.Seq
+		}
 		ld.st = snap
 		if needOpen {
 			if ld.st = l.readOpenSnapshot(state.New()); ld.st.Seq > projected {
-				ld.st = state.New() // an open.jsonl ahead of tasks.json: the log from its start
+				ld.st = state.New() // an open.jsonl ahead of the projections: the log from its start
 			}
 		}
 	}

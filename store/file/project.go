@@ -33,8 +33,9 @@ import (
 // after it let go, checks it first (package doc, The lock epoch): where
 // the log and the mailbox files end, and the agents' mail directories it
 // has open. tasks.json is written at least every snapshotEvery events
-// (whether or not the lock was let go between), once the Log has been
-// idle snapshotIdle, at Sync and at Store.Close, not after every batch.
+// (whether or not the lock was let go between), and when due (tasksDue)
+// once the Log has been idle snapshotIdle, at Sync and at Store.Close,
+// not after every batch; the projection mark otherwise.
 //
 // By default an operation returns once its mailbox lines and mail tree
 // are written, and its snapshots follow (the lock kept until they are
@@ -568,7 +569,7 @@ func (l *Log) finishJobs(jobs []*job, broken bool) {
 
 // projectJobs writes the jobs' mailbox lines and mail tree. A projection
 // that could not be written (a full disk, say) stops the jobs before
-// tasks.json moves past their events, so that the next writer replays
+// tasks.json or the projection mark moves past their events, so that the next writer replays
 // them and projects them again (every step is idempotent).
 func (l *Log) projectJobs(jobs []*job) error {
 	var (

@@ -68,6 +68,9 @@ func (l *Log) repair(ctx context.Context) (*store.RepairReport, error) {
 	defer l.dropCache()
 	defer l.keep.drop()
 	rep := &store.RepairReport{Run: l.manifest.ID, TempRemoved: l.removeTemps(), WakeRemoved: l.removeStaleWakes()}
+	if err := l.removeMark(); err != nil {
+		return nil, err
+	}
 	if l.badManifest != nil {
 		if err := l.rewriteManifest(rep); err != nil {
 			return nil, err

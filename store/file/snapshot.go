@@ -87,9 +87,22 @@ func encodeTasks(st *state.State) ([]byte, error) { return sjson.Marshal(st) }
 // it. The rule holds across lock epochs: a process that commits once per
 // epoch (crew serve answering one MCP call after another) does not
 // rewrite tasks.json each time it lets the lock go, as long as tasks.json
-// is still the file it wrote (snapshotter.fi). Sync and Store.Close write
-// what is owed.
+// is still the file it wrote, or read under the run lock
+// (snapshotter.fi). Sync and Store.Close write what is owed: tasks.json
+// when it is due (tasksDue), else the projection mark.
 const snapshotEvery = 128
+
+// tasksDue reports whether tasks.json, behind events behind a state of
+// n tasks, is due to be written when a process lets the run lock go:
+// once it is behind by 1 + n/32 events, and at most snapshotEvery.
+// Writing it costs about 2 µs a task (encoding, then writing the bytes);
+// keeping it behind costs every later reader the replay of the events
+// after it, a few µs each. So a run of 10 tasks has it rewritten by
+// every command, as before, and a run of 1,000 every 32 events, not the
+// 0.33 MB of it by each one-shot crew command on its way out.
+func tasksDue(behind int64, n int) bool {
+	return behind >= min(snapshotEvery, 1+int64(n)/32)
+}
 
 // A snapshotter writes a Log's snapshots, tasks.json and open.jsonl,
 // and knows how far they are. Its lock is mu, held while tasks.json is
@@ -155,7 +168,7 @@ func (l *Log) checkpoint(st *state.State) error {
 	if s.seq != 0 && st.Seq-s.seq < snapshotEvery {
 		return nil
 	}
-	return l.writePending()
+	return l.writePending(true)
 }
 
 // owes reports whether a state is pending, not yet written to tasks.json.
@@ -165,8 +178,9 @@ func (s *snapshotter) owes() bool {
 	return s.pending != nil
 }
 
-// flushSnapshot writes the pending state, if any, to tasks.json, under
-// the run lock: the hold of the caller, or one taken for it.
+// flushSnapshot writes the pending state, if any, under the run lock
+// (the hold of the caller, or one taken for it): to tasks.json when it
+// is due (tasksDue), else only its projection mark.
 func (l *Log) flushSnapshot() error {
 	if !l.snap.owes() {
 		return nil
@@ -178,29 +192,127 @@ func (l *Log) flushSnapshot() error {
 	l.snap.mu.Lock()
 	defer l.snap.mu.Unlock()
 	l.known()
-	return l.writePending()
+	return l.writePending(false)
 }
 
-// writePending writes the pending state to tasks.json, unless there is
-// none or tasks.json already holds a later one. The caller holds the
+// writePending writes the pending state, unless there is none or
+// tasks.json already holds a later one: to tasks.json and then the
+// projection mark when tasks is set, tasks.json's seq is unknown or it
+// is due (tasksDue), else to the mark only. The caller holds the
 // snapshotter's lock and the run lock, and has called known.
-func (l *Log) writePending() error {
+func (l *Log) writePending(tasks bool) error {
 	s := &l.snap
 	st := s.pending
 	s.pending = nil
 	if st == nil || st.Seq <= s.seq {
 		return nil
 	}
+	if !tasks && s.seq != 0 && !tasksDue(st.Seq-s.seq, len(st.Tasks)) {
+		return l.writeMark(st)
+	}
 	if err := l.writeSnapshot(st); err != nil {
 		s.seq, s.fi = 0, nil
 		return err
 	}
+	l.noteSnapshot(st.Seq, true)
+	return l.writeMark(st)
+}
+
+// noteSnapshot notes that tasks.json holds the state at seq, which this
+// process wrote (wrote) or read under the run lock, and what lstat(2)
+// says of it now; a seq read is noted only when the snapshotter knows
+// none (the process's first load: this process's own writes are later).
+// The caller holds the run lock and, when wrote, the snapshotter's lock.
+func (l *Log) noteSnapshot(seq int64, wrote bool) {
+	s := &l.snap
+	if !wrote {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		l.known()
+		if s.seq != 0 || seq == 0 {
+			return
+		}
+	}
 	fi, err := os.Lstat(l.path("tasks.json"))
 	if err != nil {
-		fi = nil // unknown: the next epoch's first checkpoint writes it
+		s.seq, s.fi = 0, nil // unknown: the next checkpoint writes it
+		return
 	}
-	s.seq, s.fi = max(s.seq, st.Seq), fi
-	return nil
+	s.seq, s.fi = max(s.seq, seq), fi
+}
+
+// The projection mark, projected.json, says how far a run's projections
+// are written: the seq and byte offset of the last event whose mailbox
+// lines, mail-tree copies and read flags are written, and where each
+// mailbox file ends then (State.Files), sealed like tasks.json
+// (sealJSON):
+//
+//	{"seq":12,"offset":3301,"files":{"inbox":8,"outbox":10,"steering":7},"crc32":"5f7de258"}
+//
+// tasks.json says as much, but grows with the tasks; the mark lets a
+// process that lets the run lock go (every one-shot crew command, on its
+// way out) say that its projections are done without rewriting every
+// task: the next writer starts from tasks.json, replays the log after it,
+// and projects again only the events after the mark. Only writers read
+// it, under the run lock, so no reader meets it half-written: it is
+// rewritten in place (no new inode), and a crash or power loss in the
+// middle leaves a file whose seal does not match, which is ignored
+// (tasks.json then says how far projections got, and the events after it
+// are projected again: every projection is idempotent). Like the
+// snapshots it is not fsynced, and it is used only if the line of
+// events.jsonl that ends at its offset has its seq; crew repair removes
+// it before it touches the log. (docs/files.md, Snapshots.)
+type mark struct {
+	Seq    int64            `json:"seq"`
+	Offset int64            `json:"offset"`
+	Files  map[string]int64 `json:"files"`
+}
+
+// writeMark writes st's projection mark into projected.json, in place,
+// unless the mark there is as far already: another process may have
+// written a later one since this one let the run lock go. The caller
+// holds the run lock.
+func (l *Log) writeMark(st *state.State) error {
+	if m, ok := l.readMark(); ok && m.Seq >= st.Seq {
+		return nil
+	}
+	obj, err := json.Marshal(mark{Seq: st.Seq, Offset: st.Offset, Files: st.Files})
+	if err != nil {
+		return err
+	}
+	data := sealJSON(obj)
+	f, err := openOwn(l.path("projected.json"), l.store.Perm.File)
+	if err != nil {
+		return err
+	}
+	_, err = fsys.WriteAt(f, data, 0)
+	if err == nil {
+		err = fsys.TruncateFile(f, int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readMark returns the projection mark in projected.json when it is whole
+// and matches the log (endsAt), else ok=false: a missing, torn, hand-made
+// or stale mark says nothing. The caller holds the run lock.
+func (l *Log) readMark() (m mark, ok bool) {
+	f, err := openSnapshot(l.path("projected.json"))
+	if err != nil {
+		return mark{}, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	f.Close()
+	if err != nil {
+		return mark{}, false
+	}
+	obj, whole := openJSON(data)
+	if !whole || json.Unmarshal(obj, &m) != nil || m.Files == nil {
+		return mark{}, false
+	}
+	return m, l.endsAt(m.Seq, m.Offset)
 }
 
 // openDue reports whether open.jsonl, last written at seq since with
@@ -392,19 +504,7 @@ func othersLine(st *state.State) func([]byte) bool {
 // log: the line that ends at its offset has its seq. It also fills in
 // what a snapshot from an older crew lacks.
 func (l *Log) matchesLog(st *state.State) bool {
-	if st.Seq <= 0 || st.Offset <= 0 || st.Files == nil {
-		return false
-	}
-	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	line, ok, err := jsonl.LineBefore(f, st.Offset)
-	if err != nil || !ok {
-		return false
-	}
-	if seq, ok := jsonl.SeqOf(line.Data); !ok || seq != st.Seq {
+	if st.Files == nil || !l.endsAt(st.Seq, st.Offset) {
 		return false
 	}
 	if st.Tasks == nil {
@@ -414,6 +514,39 @@ func (l *Log) matchesLog(st *state.State) bool {
 		st.Run = l.manifest.ID
 	}
 	return true
+}
+
+// removeMark removes the projection mark before a repair touches the
+// log: a log rewritten with lines moved or renumbered could otherwise
+// hold a line that matches a mark of the old one. Anything at its name
+// that is not a regular file is never read as a mark (openSnapshot),
+// and is left alone.
+func (l *Log) removeMark() error {
+	path := l.path("projected.json")
+	err := os.Remove(path)
+	if fi, lerr := os.Lstat(path); err == nil || errors.Is(err, fs.ErrNotExist) || (lerr == nil && !fi.Mode().IsRegular()) {
+		return nil
+	}
+	return err
+}
+
+// endsAt reports whether the line of the log that ends at byte offset
+// holds seq (both positive).
+func (l *Log) endsAt(seq, offset int64) bool {
+	if seq <= 0 || offset <= 0 {
+		return false
+	}
+	f, err := fsys.OpenNoFollow(l.EventsPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, ok, err := jsonl.LineBefore(f, offset)
+	if err != nil || !ok {
+		return false
+	}
+	got, ok := jsonl.SeqOf(line.Data)
+	return ok && got == seq
 }
 
 // rewriteKeepingInodes replaces the file at path with what fill writes,
@@ -437,7 +570,7 @@ func (l *Log) matchesLog(st *state.State) bool {
 //
 // A crash at any step leaves the file whole (the old or the new), and at
 // worst a stale .old or no spare, both mended by the next call; a spare
-// it cannot use is replaced (openSpare), and where none can be made it
+// it cannot use is replaced (openOwn), and where none can be made it
 // writes a new file and renames it over, freeing an inode. A reader
 // still holding the replaced file open when the spare is rewritten two
 // calls later can see a mix of the two or a part of the new, so the
@@ -449,7 +582,7 @@ func rewriteKeepingInodes(path string, perm os.FileMode, fill func(io.Writer) er
 	dir, name := filepath.Split(path)
 	spare := filepath.Join(dir, "."+name+".spare")
 	old := filepath.Join(dir, "."+name+".old")
-	f, err := openSpare(spare, perm)
+	f, err := openOwn(spare, perm)
 	if err != nil {
 		// No spare this process can write (a directory took its name, or
 		// the directory refuses a new file): a new file renamed over the
@@ -491,13 +624,14 @@ func rewriteKeepingInodes(path string, perm os.FileMode, fill func(io.Writer) er
 	return nil
 }
 
-// openSpare opens the spare file for rewriting, creating it if missing.
-// It must be a regular file with no other name (a hard link elsewhere,
-// a backup made with cp -al say, would be rewritten too) whose mode this
-// process can set (its owner's: a shared-group run has writers of
-// several users); anything else at its name is removed, never written
-// through (docs/files.md, Permissions), and a new spare made.
-func openSpare(spare string, perm os.FileMode) (*os.File, error) {
+// openOwn opens a file crew rewrites in place (a snapshot's spare, the
+// projection mark) for writing, creating it if missing. It must be a
+// regular file with no other name (a hard link elsewhere, a backup made
+// with cp -al say, would be rewritten too) whose mode this process can
+// set (its owner's: a shared-group run has writers of several users);
+// anything else at its name is removed, never written through
+// (docs/files.md, Permissions), and a new file made.
+func openOwn(spare string, perm os.FileMode) (*os.File, error) {
 	f, err := fsys.OpenNoFollow(spare, os.O_WRONLY|os.O_CREATE, perm)
 	if err == nil {
 		fi, err := f.Stat()

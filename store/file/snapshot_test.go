@@ -3,7 +3,10 @@ package file_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/events"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
@@ -327,10 +331,11 @@ func TestSnapshotEvery128AndAtClose(t *testing.T) {
 // that commits once per lock epoch, another process taking the run lock
 // between its commits, does not rewrite tasks.json each time it lets
 // the lock go (only every file.SnapshotEvery events, or once idle,
-// which this test puts off), yet another process reads every commit,
-// and writes after them with the mailbox files and mail tree right;
-// when that process rewrites tasks.json, the first starts from its file
-// again; Close leaves tasks.json current.
+// which this test puts off; its seq is known from its first load, under
+// the lock), yet another process reads every commit, and writes after
+// them with the mailbox files and mail tree right; when that process
+// rewrites tasks.json (on its way out: it is due, the run has one task),
+// the first starts from its file again; Close leaves tasks.json current.
 func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 	file.SetSnapshotIdle(t, time.Hour)
 	keeping, other := keptRoots(t)
@@ -350,15 +355,17 @@ func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 		takeLock()
 		return m
 	}
+	takeLock() // the task's commit is done, its snapshot written
+	before := snapshotSeq(t, k)
 	first := steer(k, 0)
-	if snap := snapshotSeq(t, k); snap != first.Seq {
-		t.Fatalf("after the first commit of a process, tasks.json is at seq %d, want %d", snap, first.Seq)
+	if snap := snapshotSeq(t, k); snap != before || before != first.Seq-1 {
+		t.Fatalf("after the first commit of a process, tasks.json is at seq %d, want it left at %d, the seq it was read at", snap, first.Seq-1)
 	}
 	var last *events.Message
 	for i := 1; i < 100; i++ {
 		last = steer(k, i)
-		if snap := snapshotSeq(t, k); snap != first.Seq {
-			t.Fatalf("after steer %d, each in a lock epoch of its own, tasks.json was rewritten (at seq %d); want it left at seq %d until %d events behind", i, snap, first.Seq, file.SnapshotEvery)
+		if snap := snapshotSeq(t, k); snap != before {
+			t.Fatalf("after steer %d, each in a lock epoch of its own, tasks.json was rewritten (at seq %d); want it left at seq %d until %d events behind", i, snap, before, file.SnapshotEvery)
 		}
 	}
 	o, err := other.Open("r1")
@@ -368,9 +375,11 @@ func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 	if len(inbox) != 100 || inbox[99].ID != last.ID {
 		t.Fatalf("another process reads %d messages in t1's inbox, want the 100 steers", len(inbox))
 	}
+	must(t, other.Close())    // the process that read them ends
 	o, err = other.Open("r1") // a process of one commit, as crew steer
 	must(t, err)
-	theirs := steer(o, 100) // replays the kept Log's events after tasks.json, and writes it
+	theirs := steer(o, 100) // replays the kept Log's events after tasks.json
+	must(t, other.Close())  // and writes it, due, on its way out
 	checkMailboxes(t, o, "after another process's commit")
 	if snap := snapshotSeq(t, o); snap != theirs.Seq {
 		t.Fatalf("after another process's commit, tasks.json is at seq %d, want %d", snap, theirs.Seq)
@@ -492,5 +501,109 @@ func TestSnapshotWrittenOnceIdle(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("20 s after the last commit, tasks.json is at seq %d, want %d", snapshotSeq(t, k), last.Seq)
 		}
+	}
+}
+
+// TestProjectionMark: a one-shot process (a crew command: open, commit,
+// close) on a run of 100 tasks leaves tasks.json behind until it is due
+// (file.TasksDue: 4 events behind), and says in projected.json how far
+// its projections got; the next writer starts from tasks.json and
+// projects again only the events after the mark. A mark that does not
+// match the log, or is not whole, says nothing (the events after
+// tasks.json are projected again), and crew repair removes it.
+func TestProjectionMark(t *testing.T) {
+	r := newTestRun(t)
+	ctx := context.Background()
+	for i := range 100 {
+		_, err := r.AddTask(ctx, fmt.Sprintf("t%d", i), state.TaskSpec{}, "leader")
+		must(t, err)
+	}
+	must(t, r.Root().Close())
+	markPath := filepath.Join(r.Dir(), "projected.json")
+	var sent []*events.Message
+	command := func() { // crew steer t1 ..., as a process of its own
+		t.Helper()
+		root, err := run.Find(r.Root().Dir(), crew.PrivatePerm)
+		must(t, err)
+		c, err := root.Open(r.ID())
+		must(t, err)
+		m, err := c.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: fmt.Sprint("steer ", len(sent))})
+		must(t, err)
+		must(t, root.Close())
+		sent = append(sent, m)
+	}
+	markSeq := func() int64 {
+		t.Helper()
+		var m struct{ Seq int64 }
+		data, err := os.ReadFile(markPath)
+		must(t, err)
+		must(t, json.Unmarshal(data, &m))
+		return m.Seq
+	}
+	removeCopy := func(m *events.Message) {
+		t.Helper()
+		c, err := tree(r).Find("t1", m.ID)
+		must(t, err)
+		must(t, os.Remove(c.Path))
+	}
+	delivered := func(m *events.Message) bool {
+		_, err := tree(r).Find("t1", m.ID)
+		return err == nil
+	}
+
+	for i := 0; len(sent) == 0 || snapshotSeq(t, r) != sent[len(sent)-1].Seq; i++ {
+		if i == 4 {
+			t.Fatalf("after 4 commands, tasks.json is at seq %d, want it written at %d, 4 behind", snapshotSeq(t, r), sent[3].Seq)
+		}
+		command() // until tasks.json is due
+	}
+	base, sent := snapshotSeq(t, r), sent[:0]
+	command()
+	command()
+	if snap, mark := snapshotSeq(t, r), markSeq(); snap != base || mark != sent[1].Seq {
+		t.Fatalf("2 events behind on 100 tasks: tasks.json at seq %d, want %d; projected.json at %d, want %d", snap, base, mark, sent[1].Seq)
+	}
+	// The next writer follows the mark: a copy removed by hand behind it
+	// is not delivered again (crew repair would).
+	removeCopy(sent[0])
+	command()
+	if delivered(sent[0]) {
+		t.Fatal("a writer projected again an event the mark says was projected")
+	}
+	checkMailboxes(t, r, "after the mark was followed")
+	// A mark sealed whole but of another log (its seq is not the seq of
+	// the line ending at its offset) says nothing.
+	mark, err := os.ReadFile(markPath)
+	must(t, err)
+	var m map[string]any
+	must(t, json.Unmarshal(mark, &m))
+	delete(m, "crc32")
+	m["seq"] = m["seq"].(float64) + 1
+	obj, err := json.Marshal(m)
+	must(t, err)
+	must(t, os.WriteFile(markPath, fmt.Appendf(obj[:len(obj)-1], `,"crc32":"%08x"}`+"\n", crc32.ChecksumIEEE(obj)), 0o600))
+	command() // 4 behind: tasks.json due
+	if !delivered(sent[0]) {
+		t.Fatal("with a mark of another log, a writer did not project again the events after tasks.json")
+	}
+	if snap := snapshotSeq(t, r); snap != sent[3].Seq {
+		t.Fatalf("4 events behind on 100 tasks, tasks.json is at seq %d, want it written at %d", snap, sent[3].Seq)
+	}
+	// A torn mark says nothing either.
+	command()
+	removeCopy(sent[4])
+	must(t, os.Truncate(markPath, 20))
+	command()
+	if !delivered(sent[4]) {
+		t.Fatal("with a torn mark, a writer did not project again the events after tasks.json")
+	}
+	checkMailboxes(t, r, "after a torn mark")
+	// crew repair removes the mark before it touches the log.
+	rr, err := r.Root().Open(r.ID())
+	must(t, err)
+	_, err = rr.Repair(ctx)
+	must(t, err)
+	if _, err := os.Lstat(markPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after crew repair, projected.json: %v, want it removed", err)
 	}
 }

@@ -83,9 +83,9 @@ func sameVersion(a, b os.FileInfo) bool {
 // projections of every operation they committed: those of an
 // asynchronous Log (SetAsync), the snapshots (tasks.json, open.jsonl) a
 // synchronous operation leaves to be written after it returns, and the
-// tasks.json a Log let the run lock go without (it is written every
+// state a Log let the run lock go owing (tasks.json is written every
 // snapshotEvery events, not at every let-go), taking the run lock for
-// it. A process that ends without it leaves them behind the log, which
+// it: tasks.json when it is due, else the projection mark. A process that ends without it leaves them behind the log, which
 // the next writer catches up on. Operations may go on meanwhile (Close
 // then also waits for theirs). It returns nil; the Store stays usable.
 func (r *Store) Close() error {
