@@ -68,9 +68,6 @@ func (l *Log) repair(ctx context.Context) (*store.RepairReport, error) {
 	defer l.dropCache()
 	defer l.keep.drop()
 	rep := &store.RepairReport{Run: l.manifest.ID, TempRemoved: l.removeTemps(), WakeRemoved: l.removeStaleWakes()}
-	if err := l.removeMark(); err != nil {
-		return nil, err
-	}
 	if l.badManifest != nil {
 		if err := l.rewriteManifest(rep); err != nil {
 			return nil, err
@@ -405,6 +402,9 @@ func (l *Log) filler(seq int64, at events.Time) events.Event {
 // rebuild derives every projection afresh from the log. The caller holds
 // the run lock.
 func (l *Log) rebuild(rep *store.RepairReport) error {
+	if err := l.removeMark(); err != nil {
+		return err
+	}
 	st := state.New()
 	c, err := events.Read(l.EventsPath(), 0)
 	if err != nil {

@@ -261,7 +261,7 @@ func (l *Log) noteSnapshot(seq int64, wrote bool) {
 // are projected again: every projection is idempotent). Like the
 // snapshots it is not fsynced, and it is used only if the line of
 // events.jsonl that ends at its offset has its seq; crew repair removes
-// it before it touches the log. (docs/files.md, Snapshots.)
+// it before it rebuilds the projections. (docs/files.md, Snapshots.)
 type mark struct {
 	Seq    int64            `json:"seq"`
 	Offset int64            `json:"offset"`
@@ -516,11 +516,13 @@ func (l *Log) matchesLog(st *state.State) bool {
 	return true
 }
 
-// removeMark removes the projection mark before a repair touches the
-// log: a log rewritten with lines moved or renumbered could otherwise
-// hold a line that matches a mark of the old one. Anything at its name
-// that is not a regular file is never read as a mark (openSnapshot),
-// and is left alone.
+// removeMark removes the projection mark before a repair rebuilds the
+// projections: it says nothing of what the rebuild writes, and a log
+// repair rewrote, with lines moved or renumbered, could hold a line
+// that matches a mark of the old one. (A repair that fails before its
+// new log is in place leaves every file as it was, the mark too.)
+// Anything at its name that is not a regular file is never read as a
+// mark (openSnapshot), and is left alone.
 func (l *Log) removeMark() error {
 	path := l.path("projected.json")
 	err := os.Remove(path)

@@ -598,7 +598,7 @@ func TestProjectionMark(t *testing.T) {
 		t.Fatal("with a torn mark, a writer did not project again the events after tasks.json")
 	}
 	checkMailboxes(t, r, "after a torn mark")
-	// crew repair removes the mark before it touches the log.
+	// crew repair removes the mark before it rebuilds the projections.
 	rr, err := r.Root().Open(r.ID())
 	must(t, err)
 	_, err = rr.Repair(ctx)
