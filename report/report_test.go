@@ -539,6 +539,32 @@ func TestMarkdown(t *testing.T) {
 	}
 }
 
+// Markdown: mermaid's entity codes (#58; for ':') are the diagram's
+// alone; the text around it shows the characters, escaped for markdown.
+func TestMarkdownEntitiesOnlyInDiagram(t *testing.T) {
+	f := newFixture(t)
+	f.send(t, events.KindReport, "t5", "t5", `step 2: "done"; 100% #ok`)
+	var b bytes.Buffer
+	if err := Render(&b, f.r, FormatMarkdown); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	before, rest, ok := strings.Cut(out, "```mermaid\n")
+	diagram, after, ok2 := strings.Cut(rest, "\n```\n")
+	if !ok || !ok2 {
+		t.Fatalf("no mermaid block:\n%s", out)
+	}
+	if e := entity.FindString(before + after); e != "" {
+		t.Errorf("mermaid entity %s outside the diagram:\n%s", e, before+after)
+	}
+	if want := `| step 2: "done"; 100% \#ok |`; !strings.Contains(before, want) {
+		t.Errorf("task table lacks %q:\n%s", want, before)
+	}
+	if want := "T5->>L: report#58; step 2#58; #quot;done#quot;#59; 100#37; #35;ok\n"; !strings.Contains(diagram+"\n", want) {
+		t.Errorf("diagram lacks %q:\n%s", want, diagram)
+	}
+}
+
 func TestCheckFormat(t *testing.T) {
 	for _, f := range Formats {
 		if CheckFormat(f) != nil {

@@ -67,8 +67,32 @@ crew respond t1 "Use Postgres." --run r1`,
 		CustomAppHelpTemplate: cli.AppHelpTemplate + exitCodesHelp(),
 	}
 	app.Setup()
+	app.Action = needsCommand
 	setUsageErrors(app.Commands)
 	return app
+}
+
+// needsCommand is the action of crew itself and of each command that
+// only groups others (run, task, mail, ...): given no command, it is a
+// usage error (exit 2) naming them, as go and git refuse a command line
+// with no command, instead of cli's help on standard output and exit 0,
+// which a script would take for success. A word that names no command is
+// left to cli, which reports it through CommandNotFound (unknown).
+func needsCommand(c *cli.Context) error {
+	if c.Args().Present() {
+		return cli.ShowCommandHelp(c, c.Args().First())
+	}
+	path := commandPath(c)
+	if path == "" {
+		return fmt.Errorf("no command given; crew --help lists the commands: %w", crew.ErrInvalid)
+	}
+	var names []string
+	for _, sub := range c.Command.Subcommands {
+		if !sub.Hidden {
+			names = append(names, sub.Name)
+		}
+	}
+	return fmt.Errorf("crew %s needs a command: %s; crew %s --help says what each does: %w", path, strings.Join(names, ", "), path, crew.ErrInvalid)
 }
 
 func init() {
@@ -192,6 +216,9 @@ func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
 		c.OnUsageError = usageError
 		c.HideHelpCommand = true // --help on every command; no "help" subcommand
+		if len(c.Subcommands) > 0 && c.Action == nil {
+			c.Action = needsCommand
+		}
 		setUsageErrors(c.Subcommands)
 	}
 }

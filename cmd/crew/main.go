@@ -144,7 +144,7 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success"},
 	{exitIO, "I/O or internal error (the message says what failed)"},
-	{exitInvalid, "invalid input: bad flag, id or body"},
+	{exitInvalid, "invalid input: no command or an unknown one, a bad flag, id or body"},
 	{exitConflict, "conflict: not allowed in the task's current state"},
 	{exitNotFound, "not found: no state root, unknown run, task, agent or message"},
 	{exitTimeout, "timed out waiting"},
