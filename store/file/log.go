@@ -426,9 +426,15 @@ func (l *Log) loadForWrite(w *events.Writer, kept, needOpen bool) (*load, error)
 		// Another process appended since: its projections are done as
 		// far as the projection mark (or tasks.json) it wrote before
 		// letting the lock go says, which a new Log would start from;
-		// the events up to there are not projected again.
-		if m, ok := l.readMark(); ok && m.Seq > projected {
-			ld.before, projected = m.Files, m.Seq
+		// the events up to there are not projected again. A usable mark
+		// spares the decode of tasks.json: it is written with it, and
+		// is never behind it but after a crash between the two, or
+		// where a crew older than the mark wrote tasks.json (those
+		// events are then projected again, idempotently).
+		if m, ok := l.readMark(); ok {
+			if m.Seq > projected {
+				ld.before, projected = m.Files, m.Seq
+			}
 		} else if snap := l.readSnapshot(); snap.Seq > projected {
 			ld.before, projected = maps.Clone(snap.Files), snap.Seq
 		}
