@@ -444,7 +444,7 @@ func (l *Log) loadForWrite(w *events.Writer, kept, needOpen bool) (*load, error)
 		// them too (else their events would be projected twice).
 		l.Sync()
 		snap := l.readSnapshot()
-		l.noteSnapshot(snap.Seq, false)
+		l.noteRead(snap.Seq)
 		ld.before, projected = maps.Clone(snap.Files), snap.Seq
 		if m, ok := l.readMark(); ok && m.Seq > projected {
 			ld.before, projected = m.Files, m.Seq

@@ -214,31 +214,35 @@ func (l *Log) writePending(tasks bool) error {
 		s.seq, s.fi = 0, nil
 		return err
 	}
-	l.noteSnapshot(st.Seq, true)
+	l.noteWritten(st.Seq)
 	return l.writeMark(st)
 }
 
-// noteSnapshot notes that tasks.json holds the state at seq, which this
-// process wrote (wrote) or read under the run lock, and what lstat(2)
-// says of it now; a seq read is noted only when the snapshotter knows
-// none (the process's first load: this process's own writes are later).
-// The caller holds the run lock and, when wrote, the snapshotter's lock.
-func (l *Log) noteSnapshot(seq int64, wrote bool) {
+// noteWritten notes that tasks.json holds the state at seq, which this
+// process wrote (or read: noteRead), and what lstat(2) says of the file
+// now. The caller holds the run lock and the snapshotter's lock.
+func (l *Log) noteWritten(seq int64) {
 	s := &l.snap
-	if !wrote {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		l.known()
-		if s.seq != 0 || seq == 0 {
-			return
-		}
-	}
 	fi, err := os.Lstat(l.path("tasks.json"))
 	if err != nil {
 		s.seq, s.fi = 0, nil // unknown: the next checkpoint writes it
 		return
 	}
 	s.seq, s.fi = max(s.seq, seq), fi
+}
+
+// noteRead notes that tasks.json holds the state at seq, as this process
+// read it under the run lock, when the snapshotter knows of none yet (the
+// process's first load: its own writes are later). The caller holds the
+// run lock.
+func (l *Log) noteRead(seq int64) {
+	s := &l.snap
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.known()
+	if s.seq == 0 && seq != 0 {
+		l.noteWritten(seq)
+	}
 }
 
 // The projection mark, projected.json, says how far a run's projections
