@@ -101,8 +101,15 @@ func checkWriterOrder(t *testing.T, what string, bodies []string) {
 // run: every message is in the log exactly once, seq is dense, each
 // writer's messages are in the order it sent them, the projections agree
 // with the log and equal a rebuild from it, and no temporary file is left.
+// The run holds 96 more tasks, pending, so that tasks.json is written only
+// every 4 events and the projection mark says how far the projections got
+// between (docs/files.md, Snapshots).
 func TestManyWritersOneRun(t *testing.T) {
-	dir := newRun(t, "r1", "t1", "t2", "t3", "t4")
+	ids := []string{"t1", "t2", "t3", "t4"}
+	for i := 5; i <= 100; i++ {
+		ids = append(ids, fmt.Sprintf("t%d", i))
+	}
+	dir := newRun(t, "r1", ids...)
 	stop, readerDone := startReader(t, func(stop <-chan struct{}) []string {
 		return readLoop(t, dir, writerBodyRE, stop)
 	})

@@ -50,6 +50,7 @@ type killStats struct {
 	ops                    int // operations that reported success
 	tornLog, tornMailbox   int // rounds after which a torn last line was found
 	projBehind             int // rounds after which projections lagged the log (killed after fsync)
+	tasksBehind            int // rounds with 100 tasks after which tasks.json was behind and the projection mark said the rest
 	temps                  int // hidden temp files left by killed processes (at the end)
 }
 
@@ -62,7 +63,10 @@ type killStats struct {
 // events and the other readers exit 0 and never print a torn record; after
 // the next operation every projection (mailbox files, mail tree with read
 // flags, tasks.json) agrees with the log; at the end they equal a rebuild
-// from the log alone.
+// from the log alone. The second half of the rounds runs with 100 tasks
+// in the run, where tasks.json is written only every 4 events and the
+// projection mark says how far projections got between (docs/files.md,
+// Snapshots).
 func TestKill9(t *testing.T) {
 	rounds := 50
 	if testing.Short() {
@@ -86,6 +90,11 @@ func TestKill9(t *testing.T) {
 		nextW   int
 	)
 	for round := range rounds {
+		if round == rounds/2 {
+			for i := 4; i <= 100; i++ {
+				crew(t, dir, "task", "add", fmt.Sprintf("t%d", i), "--run", "r1")
+			}
+		}
 		// A SIGKILL lands between write(2) calls, never inside one, so a
 		// crash mid-line (a power loss, or a write cut short) is put in
 		// by hand: in some rounds the log or a mailbox file starts with a
@@ -216,6 +225,9 @@ func TestKill9(t *testing.T) {
 		evs = eventsCLI(t, dir, "r1")
 		checkRecorded(t, records, messagesByBody(t, evs))
 		stats.temps = checkProjections(t, dir, "r1", evs)
+		if round >= rounds/2 && tasksJSONSeq(t, dir, "r1") < evs[len(evs)-1].Seq {
+			stats.tasksBehind++
+		}
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -223,8 +235,10 @@ func TestKill9(t *testing.T) {
 	checkRebuild(t, dir, "r1")
 	t.Logf("%d rounds: %d operations reported success; killed %d crew processes directly and %d writers with theirs; "+
 		"right after the kills: a torn log tail after %d rounds, a torn mailbox tail (put in by hand, not yet cut) after %d, "+
-		"projections behind the log (killed between commit and projections) after %d; %d hidden temp files left by killed processes",
-		rounds, stats.ops, stats.childKills, stats.groupKills, stats.tornLog, stats.tornMailbox, stats.projBehind, stats.temps)
+		"projections behind the log (killed between commit and projections) after %d; %d hidden temp files left by killed processes; "+
+		"with 100 tasks, tasks.json behind the projection mark after the next operations in %d of %d rounds",
+		rounds, stats.ops, stats.childKills, stats.groupKills, stats.tornLog, stats.tornMailbox, stats.projBehind, stats.temps,
+		stats.tasksBehind, rounds-rounds/2)
 	if stats.ops < rounds {
 		t.Fatalf("only %d operations succeeded in %d rounds: the writers did not get to work", stats.ops, rounds)
 	}
@@ -308,18 +322,13 @@ func logWritten(writes <-chan struct{}, d time.Duration) bool {
 }
 
 // projectionState reports, right after a kill round, whether the
-// projections are behind the log (tasks.json reflects an earlier seq: a
-// writer died after its fsync, before it finished its projections) and
+// projections are behind the log (neither tasks.json nor the projection
+// mark reflects the last seq: a writer died after its fsync, before it
+// finished its projections) and
 // whether a mailbox file ends in a torn line (a writer died mid-write).
 func projectionState(t testing.TB, dir, runID string, evs []logEvent) (behind, torn bool) {
 	t.Helper()
-	var snap struct {
-		Seq int64 `json:"seq"`
-	}
-	if data, err := os.ReadFile(filepath.Join(runDir(dir, runID), "tasks.json")); err == nil {
-		json.Unmarshal(data, &snap)
-	}
-	behind = snap.Seq < evs[len(evs)-1].Seq
+	behind = max(tasksJSONSeq(t, dir, runID), readMark(t, runDir(dir, runID)).Seq) < evs[len(evs)-1].Seq
 	for _, f := range []string{"inbox.jsonl", "outbox.jsonl", "steering.jsonl"} {
 		data, _ := os.ReadFile(filepath.Join(runDir(dir, runID), "mailbox", f))
 		if _, n := splitLines(data); n > 0 {
@@ -327,6 +336,19 @@ func projectionState(t testing.TB, dir, runID string, evs []logEvent) (behind, t
 		}
 	}
 	return behind, torn
+}
+
+// tasksJSONSeq returns the seq of the state in the run's tasks.json (0
+// when it cannot be read).
+func tasksJSONSeq(t testing.TB, dir, runID string) int64 {
+	t.Helper()
+	var snap struct {
+		Seq int64 `json:"seq"`
+	}
+	if data, err := os.ReadFile(filepath.Join(runDir(dir, runID), "tasks.json")); err == nil {
+		json.Unmarshal(data, &snap)
+	}
+	return snap.Seq
 }
 
 // TestKill9Waiter: a worker blocked in crew ask --wait is killed with

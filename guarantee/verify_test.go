@@ -200,9 +200,12 @@ func checkRecorded(t testing.TB, records []string, byBody map[string]*logEvent) 
 //     with its body, and its read flag set iff the log says the recipient
 //     has seen it (message.delivered/acknowledged, or a response to a
 //     question); no mail file belongs to no message;
-//   - tasks.json reflects the whole log (its seq is the last seq, its
-//     offset the log's size) and every task's status is the one the log
-//     last gave it.
+//   - tasks.json reflects the log up to its seq (its offset is where
+//     that event's line ends, every task's status the one the log gave it
+//     by then, no other task), and is behind the log by fewer events than
+//     make it due (docs/files.md, Snapshots: 1 + tasks/32, at most 128);
+//     when it is behind, the projection mark (projected.json) is at the
+//     log's end, or the next writer would project those events again.
 //
 // It returns the number of hidden temporary files found in the run and
 // mail directories (left by processes killed mid-write).
@@ -310,7 +313,7 @@ func checkProjections(t testing.TB, dir, runID string, evs []logEvent) (temps in
 		}
 	}
 
-	// tasks.json.
+	// tasks.json, and the projection mark when tasks.json is behind.
 	var snap struct {
 		Seq    int64 `json:"seq"`
 		Offset int64 `json:"offset"`
@@ -325,26 +328,32 @@ func checkProjections(t testing.TB, dir, runID string, evs []logEvent) (temps in
 	if err := json.Unmarshal(data, &snap); err != nil {
 		t.Fatalf("tasks.json: %v", err)
 	}
-	fi, err := os.Stat(filepath.Join(rd, "events.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := evs[len(evs)-1].Seq; snap.Seq != last || snap.Offset != fi.Size() {
-		t.Fatalf("tasks.json reflects seq %d, offset %d; the log ends at seq %d, offset %d", snap.Seq, snap.Offset, last, fi.Size())
+	ends := lineEnds(t, dir, runID)
+	last := evs[len(evs)-1].Seq
+	if ends[snap.Seq] == 0 || snap.Offset != ends[snap.Seq] {
+		t.Fatalf("tasks.json reflects seq %d, offset %d; the log's line of seq %d ends at offset %d", snap.Seq, snap.Offset, snap.Seq, ends[snap.Seq])
 	}
 	status := map[string]string{}
-	for _, e := range evs {
+	for _, e := range evs[:snap.Seq] {
 		if e.Task != "" && e.To != "" && strings.HasPrefix(e.Type, "task.") {
 			status[e.Task] = e.To
 		}
 	}
 	for id, s := range status {
 		if snap.Tasks[id].Status != s {
-			t.Fatalf("tasks.json: task %s is %q, the log says %q", id, snap.Tasks[id].Status, s)
+			t.Fatalf("tasks.json: task %s is %q, the log says %q at seq %d", id, snap.Tasks[id].Status, s, snap.Seq)
 		}
 	}
 	if len(snap.Tasks) != len(status) {
-		t.Fatalf("tasks.json has %d tasks, the log %d", len(snap.Tasks), len(status))
+		t.Fatalf("tasks.json has %d tasks, the log %d at seq %d", len(snap.Tasks), len(status), snap.Seq)
+	}
+	if behind, n := last-snap.Seq, tasksIn(evs); !withinDue(behind, n) {
+		t.Fatalf("tasks.json is %d events behind the log, for %d tasks: it is due sooner", behind, n)
+	}
+	if snap.Seq < last {
+		if m := readMark(t, rd); m.Seq != last || m.Offset != ends[last] {
+			t.Fatalf("tasks.json is at seq %d of %d, and the projection mark at seq %d, offset %d, not the log's end (offset %d)", snap.Seq, last, m.Seq, m.Offset, ends[last])
+		}
 	}
 
 	for _, d := range []string{rd, filepath.Join(rd, "mailbox")} {
@@ -359,6 +368,65 @@ func checkProjections(t testing.TB, dir, runID string, evs []logEvent) (temps in
 		}
 	}
 	return temps
+}
+
+// withinDue reports whether tasks.json, behind the log by behind events
+// in a run of n tasks, is as far as crew keeps it: it is written once it
+// is behind by 1 + n/32 events, at most 128 (docs/files.md, Snapshots).
+func withinDue(behind int64, n int) bool {
+	return behind < min(128, 1+int64(n)/32)
+}
+
+// tasksIn returns how many tasks the log evs has.
+func tasksIn(evs []logEvent) int {
+	ids := map[string]bool{}
+	for _, e := range evs {
+		if e.Task != "" && e.To != "" && strings.HasPrefix(e.Type, "task.") {
+			ids[e.Task] = true
+		}
+	}
+	return len(ids)
+}
+
+// lineEnds returns, by seq, the byte offset in the run's events.jsonl
+// where each complete event's line ends.
+func lineEnds(t testing.TB, dir, runID string) map[int64]int64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(runDir(dir, runID), "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, _ := splitLines(data)
+	ends := make(map[int64]int64, len(lines))
+	var off int64
+	for _, l := range lines {
+		off += int64(len(l)) + 1
+		var e struct {
+			Seq int64 `json:"seq"`
+		}
+		if json.Unmarshal(l, &e) == nil {
+			ends[e.Seq] = off
+		}
+	}
+	return ends
+}
+
+// projMark is a run's projection mark, projected.json (docs/files.md,
+// Snapshots): how far its projections are written.
+type projMark struct {
+	Seq    int64 `json:"seq"`
+	Offset int64 `json:"offset"`
+}
+
+// readMark reads the projection mark of the run in rd; a missing or
+// unreadable one is the zero mark.
+func readMark(t testing.TB, rd string) projMark {
+	t.Helper()
+	var m projMark
+	if data, err := os.ReadFile(filepath.Join(rd, "projected.json")); err == nil {
+		json.Unmarshal(data, &m)
+	}
+	return m
 }
 
 // markSeen adds to seen ("agent/messageID") what event e says a recipient
@@ -387,14 +455,53 @@ func markSeen(seen map[string]bool, e logEvent) map[string]bool {
 // the copy (tasks.json, mailbox files, the mail tree), rebuilds them with
 // `crew repair`, and fails unless the rebuilt projections equal the
 // originals byte for byte (hidden temporary files aside): the projections
-// are exactly what the log alone gives.
+// are exactly what the log alone gives. A tasks.json behind the log (the
+// projection mark says the rest: docs/files.md, Snapshots) is compared
+// with one rebuilt from the log as far as its seq.
 func checkRebuild(t testing.TB, dir, runID string) {
+	t.Helper()
+	compareRebuild(t, dir, runID, "", projectionFiles(t, dir, runID), projectionFiles(t, rebuiltCopy(t, dir, runID, 0), runID))
+}
+
+// compareRebuild fails unless the projections orig, of the run in dir,
+// equal rebuilt, byte for byte and name for name (projectionFiles'
+// names); a tasks.json behind the log is compared with one rebuilt from
+// the log as far as its seq. Each failure's message starts with prefix.
+func compareRebuild(t testing.TB, dir, runID, prefix string, orig, rebuilt map[string][]byte) {
+	t.Helper()
+	if seq := tasksJSONSeq(t, dir, runID); seq < lastSeq(t, dir, runID) {
+		name := "runs/" + runID + "/tasks.json"
+		rebuilt[name] = projectionFiles(t, rebuiltCopy(t, dir, runID, seq), runID)[name]
+	}
+	for name, data := range orig {
+		if r, ok := rebuilt[name]; !ok {
+			t.Errorf("%s%s is not in the rebuilt projections", prefix, name)
+		} else if !bytes.Equal(r, data) {
+			t.Errorf("%s%s differs from its rebuild:\n got %q\nwant %q", prefix, name, data, r)
+		}
+	}
+	for name := range rebuilt {
+		if _, ok := orig[name]; !ok {
+			t.Errorf("%s%s is missing (the rebuild has it)", prefix, name)
+		}
+	}
+}
+
+// rebuiltCopy copies the state root of dir, cuts the run's log after seq
+// (unless seq is 0), deletes every projection in the copy and rebuilds
+// them with `crew repair`. It returns the copy's directory.
+func rebuiltCopy(t testing.TB, dir, runID string, seq int64) string {
 	t.Helper()
 	cp := t.TempDir()
 	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
 	rd := runDir(cp, runID)
+	if seq != 0 {
+		if err := os.Truncate(filepath.Join(rd, "events.jsonl"), lineEnds(t, dir, runID)[seq]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, p := range []string{filepath.Join(rd, "tasks.json"), filepath.Join(rd, "mailbox"), filepath.Join(cp, ".crew", "state", "mail")} {
 		if err := os.RemoveAll(p); err != nil {
 			t.Fatal(err)
@@ -404,19 +511,17 @@ func checkRebuild(t testing.TB, dir, runID string) {
 		t.Fatal(err)
 	}
 	crew(t, cp, "repair", runID)
-	orig, rebuilt := projectionFiles(t, dir, runID), projectionFiles(t, cp, runID)
-	for name, data := range orig {
-		if r, ok := rebuilt[name]; !ok {
-			t.Errorf("%s is not in the rebuilt projections", name)
-		} else if !bytes.Equal(r, data) {
-			t.Errorf("%s differs from its rebuild:\n got %q\nwant %q", name, data, r)
-		}
+	return cp
+}
+
+// lastSeq returns the seq of the last complete event of the run's log.
+func lastSeq(t testing.TB, dir, runID string) int64 {
+	t.Helper()
+	var last int64
+	for seq := range lineEnds(t, dir, runID) {
+		last = max(last, seq)
 	}
-	for name := range rebuilt {
-		if _, ok := orig[name]; !ok {
-			t.Errorf("%s is missing (the rebuild has it)", name)
-		}
-	}
+	return last
 }
 
 // projectionFiles returns the projections of a run, by path relative to
