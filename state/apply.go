@@ -52,7 +52,7 @@ func BroadcastData(recipients []string) json.RawMessage {
 // Seq.
 func (s *State) Apply(e *events.Event) ([]Effect, error) {
 	s.Seq = e.Seq
-	t := s.Tasks[e.Task]
+	t := s.own(e.Task)
 	if t != nil {
 		t.LastEventAt = e.At
 		if s.signOfLife(e) {
@@ -78,7 +78,7 @@ func (s *State) Apply(e *events.Event) ([]Effect, error) {
 			return nil, fmt.Errorf("seq %d: bad task.created: %w", e.Seq, err)
 		}
 		s.Tasks[e.Task] = &Task{ID: e.Task, Title: spec.Title, Agent: spec.Agent, DoneWhen: spec.DoneWhen,
-			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At, CreatedSeq: e.Seq}
+			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At, CreatedSeq: e.Seq, owner: s.owner}
 		return nil, nil
 	}
 	if err := s.worker(t, e); err != nil {

@@ -311,7 +311,7 @@ func (t *tail) Project(_ context.Context, st *state.State, evs []*events.Event, 
 	if len(caughtUp) == 0 {
 		return
 	}
-	j := &job{evs: caughtUp, acts: append(ld.acts, acts...), before: ld.before, snap: st.CopyTasks(), done: make(chan struct{})}
+	j := &job{evs: caughtUp, acts: append(ld.acts, acts...), before: ld.before, snap: st.ShareTasks(), done: make(chan struct{})}
 	// The same rule as in Load (the count open.jsonl was written with),
 	// so that open messages loaded because it was due are written out.
 	if since, count := l.openSnapshotState(); st.Whole() && openDue(st.Seq, since, count) {

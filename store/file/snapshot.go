@@ -381,7 +381,7 @@ func (l *Log) writeOpenSnapshot(st *state.State) error {
 		if err := enc.Encode(openHeader{Seq: st.Seq, Offset: st.Offset, Open: int64(len(st.Open))}); err != nil {
 			return err
 		}
-		if err := enc.Encode(st.CopyTasks()); err != nil {
+		if err := enc.Encode(st.ShareTasks()); err != nil {
 			return err
 		}
 		keys := make([]string, 0, len(st.Open))
