@@ -222,7 +222,7 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 	if leader && quietErr == nil {
 		// Before the messages are read: a lost worker found here fails
 		// its task, and the failure's message is then among them.
-		st, live, aliveErr = supervise.TasksAlive(ctx, r, quietAfter)
+		st, live, aliveErr = supervise.StateAlive(ctx, r, quietAfter)
 	}
 	if !leader {
 		p, err := r.Pending(who)
@@ -233,10 +233,12 @@ func (a *App) Pending(ctx context.Context, req Pending) (*Open, error) {
 	}
 	// The leader's view is read from one whole state: its own open
 	// messages, the questions answered by default and the messages not
-	// delivered to the workers.
-	whole, err := r.State()
-	if err != nil {
-		return nil, err
+	// delivered to the workers; the one StateAlive read, when it could.
+	whole := st
+	if whole == nil {
+		if whole, err = r.State(); err != nil {
+			return nil, err
+		}
 	}
 	p, perr := r.PendingIn(whole, who)
 	if p == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/crew-dev/crew/run"
@@ -19,12 +20,16 @@ import (
 // when 0. Pending tasks without a worker are left out.
 func Liveness(r *run.Run, st *state.State, quietAfter time.Duration, now time.Time) map[string]*run.Liveness {
 	out := map[string]*run.Liveness{}
+	var beats map[string]time.Time
 	for id, t := range st.Tasks {
 		if !run.Underway(t) {
 			continue
 		}
+		if beats == nil {
+			beats = lastBeats(r)
+		}
 		w := t.Live()
-		out[id] = run.LivenessOf(t, w != nil && Gone(w), lastBeat(r, id), quietAfter, now)
+		out[id] = run.LivenessOf(t, w != nil && Gone(w), beats[id], quietAfter, now)
 	}
 	return out
 }
@@ -32,7 +37,17 @@ func Liveness(r *run.Run, st *state.State, quietAfter time.Duration, now time.Ti
 // TasksAlive reads r's tasks after recording the deaths of lost workers
 // (Reap), with what each task that has not ended is doing (Liveness).
 func TasksAlive(ctx context.Context, r *run.Run, quietAfter time.Duration) (*state.State, map[string]*run.Liveness, error) {
-	st, err := reapState(ctx, r)
+	return alive(ctx, r, r.TaskState, quietAfter)
+}
+
+// StateAlive is TasksAlive with r's whole state, its open messages too
+// (run.Run.State): a caller that needs both reads the run once.
+func StateAlive(ctx context.Context, r *run.Run, quietAfter time.Duration) (*state.State, map[string]*run.Liveness, error) {
+	return alive(ctx, r, r.State, quietAfter)
+}
+
+func alive(ctx context.Context, r *run.Run, read func() (*state.State, error), quietAfter time.Duration) (*state.State, map[string]*run.Liveness, error) {
+	st, err := reapRead(ctx, r, read)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,20 +56,35 @@ func TasksAlive(ctx context.Context, r *run.Run, quietAfter time.Duration) (*sta
 
 // beatFile is the heartbeat file of task id: TASK.alive in the run's
 // workers directory (run.Run.WorkersDir), beside the worker logs.
-func beatFile(dir, id string) string { return filepath.Join(dir, id+".alive") }
+func beatFile(dir, id string) string { return filepath.Join(dir, id+beatSuffix) }
 
-// lastBeat is the modification time of task id's heartbeat file, zero
-// when it has none.
-func lastBeat(r *run.Run, id string) time.Time {
+const beatSuffix = ".alive"
+
+// lastBeats returns the modification time of each heartbeat file of r,
+// by task id (none when r has no workers directory): one listing of the
+// directory, and a stat(2) of each heartbeat file in it, not one of
+// every task's name (a run of 1,000 tasks without workers costs one
+// listing, not 1,000 failed stats).
+func lastBeats(r *run.Run) map[string]time.Time {
+	beats := map[string]time.Time{}
 	dir, err := r.WorkersDir(false)
 	if err != nil {
-		return time.Time{}
+		return beats
 	}
-	fi, err := os.Stat(beatFile(dir, id))
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return time.Time{}
+		return beats
 	}
-	return fi.ModTime()
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), beatSuffix)
+		if !ok {
+			continue
+		}
+		if fi, err := os.Stat(beatFile(dir, id)); err == nil {
+			beats[id] = fi.ModTime()
+		}
+	}
+	return beats
 }
 
 // Heartbeat records a sign of life of task id's worker without writing

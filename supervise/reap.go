@@ -69,14 +69,21 @@ func Gone(w *state.Worker) bool {
 // lost workers recorded. A failure to record one (a read-only state
 // root) is not an error here: Liveness still shows such a worker dead.
 func reapState(ctx context.Context, r *run.Run) (*state.State, error) {
-	st, err := r.TaskState()
+	return reapRead(ctx, r, r.TaskState)
+}
+
+// reapRead is reapState with the state read by read (r.TaskState, or
+// r.State for its open messages too): read again only when Reap
+// recorded a death.
+func reapRead(ctx context.Context, r *run.Run, read func() (*state.State, error)) (*state.State, error) {
+	st, err := read()
 	if err != nil || st.Err() != nil {
 		return st, err
 	}
 	if n, err := Reap(ctx, r, st); n == 0 || err != nil {
 		return st, nil
 	}
-	return r.TaskState()
+	return read()
 }
 
 // ReapRoot is Reap over every run of root that has a worker recorded as
