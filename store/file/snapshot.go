@@ -129,18 +129,52 @@ type snapshotter struct {
 // known checks, when the lock epoch ended since this process wrote
 // tasks.json, that the file is still the one it wrote (sameVersion: a
 // rewrite by another process renames another inode into place, and any
-// write moves the change time); if not, what it knew of tasks.json,
-// and the pending state older than it, are forgotten. The caller holds
-// the snapshotter's lock and the run lock.
+// write moves the change time). If not, it learns the seq of the one
+// there now (snapshotSeq), and forgets a pending state no later than
+// that: a later one is still owed. (Forgetting it too left a commit
+// neither in tasks.json nor in the mark when another process wrote an
+// earlier state between this one's letting the lock go and its flush.)
+// The caller holds the snapshotter's lock and the run lock.
 func (l *Log) known() {
 	s := &l.snap
 	if !s.stale {
 		return
 	}
 	s.stale = false
-	if s.fi == nil || !unchanged(l.path("tasks.json"), s.fi) {
-		s.seq, s.fi, s.pending = 0, nil, nil
+	path := l.path("tasks.json")
+	if s.fi != nil && unchanged(path, s.fi) {
+		return
 	}
+	s.seq, s.fi = 0, nil // unknown: a pending state is written
+	if fi, err := os.Lstat(path); err == nil {
+		if seq, ok := snapshotSeq(path); ok {
+			s.seq, s.fi = seq, fi
+		}
+	}
+	if s.pending != nil && s.pending.Seq <= s.seq {
+		s.pending = nil
+	}
+}
+
+// snapshotSeq returns the seq tasks.json at path starts with
+// ({"seq":N,…: its first key, as encodeTasks writes it), read from its
+// first bytes only; ok=false when it does not start so. Only a holder of
+// the run lock writes tasks.json, so under the lock the file is whole.
+func snapshotSeq(path string) (seq int64, ok bool) {
+	f, err := openSnapshot(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	var buf [32]byte
+	n, _ := io.ReadFull(f, buf[:])
+	rest, ok := bytes.CutPrefix(buf[:n], []byte(`{"seq":`))
+	i := bytes.IndexByte(rest, ',')
+	if !ok || i <= 0 {
+		return 0, false
+	}
+	seq, err = strconv.ParseInt(string(rest[:i]), 10, 64)
+	return seq, err == nil && seq > 0
 }
 
 // endEpoch is the snapshotter's part of the end of a lock epoch: what it

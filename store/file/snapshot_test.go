@@ -384,11 +384,11 @@ func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 	if snap := snapshotSeq(t, o); snap != theirs.Seq {
 		t.Fatalf("after another process's commit, tasks.json is at seq %d, want %d", snap, theirs.Seq)
 	}
-	// The kept Log sees tasks.json changed: its next commit writes it,
-	// as a first commit does.
+	// The kept Log sees tasks.json changed and learns its seq: its next
+	// commit leaves it, as a first commit does, to be written when due.
 	ours := steer(k, 101)
-	if snap := snapshotSeq(t, k); snap != ours.Seq {
-		t.Fatalf("after tasks.json was rewritten by another process, the kept Log's commit left it at seq %d, want %d", snap, ours.Seq)
+	if snap := snapshotSeq(t, k); snap != theirs.Seq {
+		t.Fatalf("after tasks.json was rewritten by another process, the kept Log's commit left it at seq %d, want %d (%d is not due yet)", snap, theirs.Seq, ours.Seq)
 	}
 	for i := 102; i < 110; i++ {
 		last = steer(k, i)
@@ -411,6 +411,49 @@ func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 		t.Fatalf("after Close, tasks.json is at seq %d, want %d", snap, last.Seq)
 	}
 	checkMailboxes(t, o, "at the end")
+}
+
+// TestSnapshotOwedAfterAnEarlierOne: a process whose commit is later
+// than another's, and which lets the run lock go before that other
+// process writes tasks.json at its own (earlier) state, still writes
+// its state when it closes: tasks.json and the projection mark end at
+// the log's end. (It forgot its pending state when it found tasks.json
+// rewritten, and left its commit in neither: TestMCPEndsWithCallsInFlight
+// found it, crew steer processes beside crew mcp.)
+func TestSnapshotOwedAfterAnEarlierOne(t *testing.T) {
+	file.SetSnapshotIdle(t, time.Hour)
+	keeping, other := keptRoots(t)
+	ctx := context.Background()
+	k, err := keeping.Open("r1")
+	must(t, err)
+	o, err := other.Open("r1")
+	must(t, err)
+	lock := flock.New(filepath.Join(k.Dir(), "run.lock"))
+	steer := func(r *run.Run, body string) *events.Message {
+		t.Helper()
+		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: body})
+		must(t, err)
+		must(t, lock.Lock()) // the lock let go, tasks.json still owed
+		must(t, lock.Unlock())
+		return m
+	}
+	theirs := steer(o, "earlier")
+	ours := steer(k, "later")
+	if theirs.Seq >= ours.Seq {
+		t.Fatalf("seqs %d and %d: want the other process's first", theirs.Seq, ours.Seq)
+	}
+	must(t, other.Close()) // writes tasks.json at its state, earlier than ours
+	if snap := snapshotSeq(t, o); snap != theirs.Seq {
+		t.Fatalf("the other process wrote tasks.json at seq %d, want %d", snap, theirs.Seq)
+	}
+	must(t, keeping.Close())
+	var mark struct{ Seq int64 }
+	data, err := os.ReadFile(filepath.Join(k.Dir(), "projected.json"))
+	must(t, err)
+	must(t, json.Unmarshal(data, &mark))
+	if snap := snapshotSeq(t, k); snap != ours.Seq || mark.Seq != ours.Seq {
+		t.Fatalf("after the later process closed, tasks.json is at seq %d and the projection mark at %d, want both at %d", snap, mark.Seq, ours.Seq)
+	}
 }
 
 // snapshotSeq returns the seq tasks.json holds, sealed or not.
