@@ -324,8 +324,8 @@ func logWritten(writes <-chan struct{}, d time.Duration) bool {
 // projectionState reports, right after a kill round, whether the
 // projections are behind the log (neither tasks.json nor the projection
 // mark reflects the last seq: a writer died after its fsync, before it
-// finished its projections) and
-// whether a mailbox file ends in a torn line (a writer died mid-write).
+// finished its projections) and whether a mailbox file ends in a torn
+// line (a writer died mid-write).
 func projectionState(t testing.TB, dir, runID string, evs []logEvent) (behind, torn bool) {
 	t.Helper()
 	behind = max(tasksJSONSeq(t, dir, runID), readMark(t, runDir(dir, runID)).Seq) < evs[len(evs)-1].Seq

@@ -342,18 +342,10 @@ func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 	ctx := context.Background()
 	k, err := keeping.Open("r1")
 	must(t, err)
-	lock := flock.New(filepath.Join(k.Dir(), "run.lock"))
-	takeLock := func() { // as another process does between two commits
-		t.Helper()
-		must(t, lock.Lock())
-		must(t, lock.Unlock())
-	}
+	send, takeLock := epochSteer(t, k)
 	steer := func(r *run.Run, i int) *events.Message {
 		t.Helper()
-		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: fmt.Sprint("steer ", i)})
-		must(t, err)
-		takeLock()
-		return m
+		return send(r, fmt.Sprint("steer ", i))
 	}
 	takeLock() // the task's commit is done, its snapshot written
 	before := snapshotSeq(t, k)
@@ -423,20 +415,11 @@ func TestSnapshotKeptAcrossLockEpochs(t *testing.T) {
 func TestSnapshotOwedAfterAnEarlierOne(t *testing.T) {
 	file.SetSnapshotIdle(t, time.Hour)
 	keeping, other := keptRoots(t)
-	ctx := context.Background()
 	k, err := keeping.Open("r1")
 	must(t, err)
 	o, err := other.Open("r1")
 	must(t, err)
-	lock := flock.New(filepath.Join(k.Dir(), "run.lock"))
-	steer := func(r *run.Run, body string) *events.Message {
-		t.Helper()
-		m, err := r.Send(ctx, run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: body})
-		must(t, err)
-		must(t, lock.Lock()) // the lock let go, tasks.json still owed
-		must(t, lock.Unlock())
-		return m
-	}
+	steer, _ := epochSteer(t, k) // each Log lets the lock go, tasks.json still owed
 	theirs := steer(o, "earlier")
 	ours := steer(k, "later")
 	if theirs.Seq >= ours.Seq {
@@ -447,13 +430,40 @@ func TestSnapshotOwedAfterAnEarlierOne(t *testing.T) {
 		t.Fatalf("the other process wrote tasks.json at seq %d, want %d", snap, theirs.Seq)
 	}
 	must(t, keeping.Close())
-	var mark struct{ Seq int64 }
-	data, err := os.ReadFile(filepath.Join(k.Dir(), "projected.json"))
-	must(t, err)
-	must(t, json.Unmarshal(data, &mark))
-	if snap := snapshotSeq(t, k); snap != ours.Seq || mark.Seq != ours.Seq {
-		t.Fatalf("after the later process closed, tasks.json is at seq %d and the projection mark at %d, want both at %d", snap, mark.Seq, ours.Seq)
+	if snap, mark := snapshotSeq(t, k), markSeq(t, k); snap != ours.Seq || mark != ours.Seq {
+		t.Fatalf("after the later process closed, tasks.json is at seq %d and the projection mark at %d, want both at %d", snap, mark, ours.Seq)
 	}
+}
+
+// epochSteer returns send, which steers task t1 of a run open in a Log
+// of its own and returns once that Log has let the run lock go (it takes
+// and lets go the lock of k's run, as another process does between two
+// commits), and takeLock, which does the second part alone.
+func epochSteer(t *testing.T, k *run.Run) (send func(r *run.Run, body string) *events.Message, takeLock func()) {
+	lock := flock.New(filepath.Join(k.Dir(), "run.lock"))
+	takeLock = func() {
+		t.Helper()
+		must(t, lock.Lock())
+		must(t, lock.Unlock())
+	}
+	send = func(r *run.Run, body string) *events.Message {
+		t.Helper()
+		m, err := r.Send(context.Background(), run.SendOptions{Kind: events.KindSteer, Task: "t1", From: run.Leader, Body: body})
+		must(t, err)
+		takeLock()
+		return m
+	}
+	return send, takeLock
+}
+
+// markSeq returns the seq the run's projection mark (projected.json) holds.
+func markSeq(t *testing.T, r *run.Run) int64 {
+	t.Helper()
+	var m struct{ Seq int64 }
+	data, err := os.ReadFile(filepath.Join(r.Dir(), "projected.json"))
+	must(t, err)
+	must(t, json.Unmarshal(data, &m))
+	return m.Seq
 }
 
 // snapshotSeq returns the seq tasks.json holds, sealed or not.
@@ -575,14 +585,6 @@ func TestProjectionMark(t *testing.T) {
 		must(t, root.Close())
 		sent = append(sent, m)
 	}
-	markSeq := func() int64 {
-		t.Helper()
-		var m struct{ Seq int64 }
-		data, err := os.ReadFile(markPath)
-		must(t, err)
-		must(t, json.Unmarshal(data, &m))
-		return m.Seq
-	}
 	removeCopy := func(m *events.Message) {
 		t.Helper()
 		c, err := tree(r).Find("t1", m.ID)
@@ -603,7 +605,7 @@ func TestProjectionMark(t *testing.T) {
 	base, sent := snapshotSeq(t, r), sent[:0]
 	command()
 	command()
-	if snap, mark := snapshotSeq(t, r), markSeq(); snap != base || mark != sent[1].Seq {
+	if snap, mark := snapshotSeq(t, r), markSeq(t, r); snap != base || mark != sent[1].Seq {
 		t.Fatalf("2 events behind on 100 tasks: tasks.json at seq %d, want %d; projected.json at %d, want %d", snap, base, mark, sent[1].Seq)
 	}
 	// The next writer follows the mark: a copy removed by hand behind it
