@@ -7,6 +7,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,6 +98,18 @@ func value[T any](t *testing.T, b *browser, a chromedp.Action[T]) T {
 	return v
 }
 
+// textOf waits for an element matching the CSS selector sel to have
+// text, and returns its textContent. It reads in one JavaScript call:
+// a live page swaps its main element on every event (crew.js, swap), so
+// chromedp.TextContent, which finds the node first and reads it after,
+// fails with "No node with given id found" when a swap falls between.
+func textOf(t *testing.T, b *browser, sel string) string {
+	t.Helper()
+	q, err := json.Marshal(sel)
+	must(t, err)
+	return value(t, b, chromedp.Poll[string](`document.querySelector(`+string(q)+`)?.textContent`))
+}
+
 // ready polls for a JavaScript condition to hold.
 func ready(cond string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
@@ -164,7 +177,7 @@ func TestBrowserAnswerAWorkersQuestion(t *testing.T) {
 	t.Cleanup(func() { worker.Process.Kill() })
 
 	b.do(t, chromedp.WaitVisible(chromedp.CSS(`.column.waiting #task-t1 .question`)))
-	if shown := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t1 .question pre`))); shown != question {
+	if shown := textOf(t, b, `#task-t1 .question pre`); shown != question {
 		t.Fatalf("the board shows the question as %q", shown)
 	}
 	if value(t, b, chromedp.Evaluate[int](`window.crewMarker`)) != 42 {
@@ -189,7 +202,7 @@ func TestBrowserAnswerAWorkersQuestion(t *testing.T) {
 	if got := stdout.String(); got != "Postgres, version 16.\n" {
 		t.Fatalf("the worker printed %q", got)
 	}
-	if flash := value(t, b, chromedp.TextContent(chromedp.CSS(`#flash`))); !strings.Contains(flash, "response sent to t1 as leader") {
+	if flash := textOf(t, b, `#flash`); !strings.Contains(flash, "response sent to t1 as leader") {
 		t.Errorf("the outcome shown: %q", flash)
 	}
 
@@ -335,7 +348,7 @@ func TestBrowserLostWorkerShowsFailed(t *testing.T) {
 	must(t, syscall.Kill(w.PID, syscall.SIGKILL))
 	b.do(t, chromedp.WaitVisible(chromedp.CSS(`.column.failed #task-t4`)))
 	notReloaded(t, b)
-	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t4 .reason`))); !strings.Contains(text, "exit status is unknown") {
+	if text := textOf(t, b, `#task-t4 .reason`); !strings.Contains(text, "exit status is unknown") {
 		t.Errorf("the failed card's reason: %q", text)
 	}
 	b.noDialogs(t)
@@ -353,7 +366,7 @@ func TestBrowserQuietWorker(t *testing.T) {
 	must(t, err)
 	liveBoard(t, b, f, "/runs/r1/")
 	b.do(t, chromedp.WaitVisible(chromedp.CSS(`#task-t1 [data-life="quiet"]`)))
-	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t1 .times`))); !strings.HasPrefix(text, "ran ") || !strings.Contains(text, "quiet for ") {
+	if text := textOf(t, b, `#task-t1 .times`); !strings.HasPrefix(text, "ran ") || !strings.Contains(text, "quiet for ") {
 		t.Errorf("t1's card: %q", text)
 	}
 	seq := f.lastSeq(t)
@@ -364,10 +377,10 @@ func TestBrowserQuietWorker(t *testing.T) {
 	if f.lastSeq(t) != seq {
 		t.Errorf("a heartbeat wrote to the log")
 	}
-	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t2 .times`))); !strings.Contains(text, "waiting for ") {
+	if text := textOf(t, b, `#task-t2 .times`); !strings.Contains(text, "waiting for ") {
 		t.Errorf("t2's card: %q", text)
 	}
-	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#task-t4 .times`))); strings.Contains(text, "quiet") || !strings.Contains(text, "not started") {
+	if text := textOf(t, b, `#task-t4 .times`); strings.Contains(text, "quiet") || !strings.Contains(text, "not started") {
 		t.Errorf("t4's card: %q", text)
 	}
 	b.noDialogs(t)
@@ -383,7 +396,7 @@ func TestBrowserWorkerLogFollows(t *testing.T) {
 	_, _, w := f.spawn(t, "t4", "sh", "-c", "i=0; while :; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done")
 	liveBoard(t, b, f, "/runs/r1/tasks/t4")
 	b.do(t, ready(`document.getElementById("worker-log").textContent.includes("line 1\n")`))
-	if pid := value(t, b, chromedp.TextContent(chromedp.CSS(`#attempts tr[data-attempt="1"] td:nth-child(2)`))); pid != itoa(int64(w.PID)) {
+	if pid := textOf(t, b, `#attempts tr[data-attempt="1"] td:nth-child(2)`); pid != itoa(int64(w.PID)) {
 		t.Errorf("the attempt shows pid %q, want %d", pid, w.PID)
 	}
 	// An event draws the page again: the log stays and goes on.
@@ -392,7 +405,7 @@ func TestBrowserWorkerLogFollows(t *testing.T) {
 	must(t, err)
 	b.do(t, ready(`(document.body.dataset.updated || "") !== "`+updated+`"`),
 		ready(`document.getElementById("worker-log").textContent.includes("line 12\n")`))
-	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`#worker-log`))); !strings.Contains(text, "line 1\n") {
+	if text := textOf(t, b, `#worker-log`); !strings.Contains(text, "line 1\n") {
 		t.Errorf("the log lost its start: %q", text)
 	}
 	must(t, syscall.Kill(w.PID, syscall.SIGTERM))
@@ -443,7 +456,7 @@ func TestBrowserUndelivered(t *testing.T) {
 	sel := `#undelivered [data-message="` + m.ID + `"]`
 	b.do(t, chromedp.WaitVisible(chromedp.CSS(sel)))
 	notReloaded(t, b)
-	text := value(t, b, chromedp.TextContent(chromedp.CSS(sel)))
+	text := textOf(t, b, sel)
 	if !strings.Contains(text, "steer to t1") || !strings.Contains(text, "use the rune slice") || !strings.Contains(text, "likely: no hook of its agent was ever called for this task") {
 		t.Errorf("the undelivered steer: %q", text)
 	}
@@ -452,7 +465,7 @@ func TestBrowserUndelivered(t *testing.T) {
 	b.do(t, chromedp.WaitNotPresent(chromedp.CSS(sel)))
 	// The task's page says how it was delivered.
 	b.do(t, chromedp.Navigate(f.base+"/runs/r1/tasks/t1?token="+f.token))
-	if text := value(t, b, chromedp.TextContent(chromedp.CSS(`.msg.steer header`))); !strings.Contains(text, "delivered via inbox") {
+	if text := textOf(t, b, `.msg.steer header`); !strings.Contains(text, "delivered via inbox") {
 		t.Errorf("the steer on t1's page: %q", text)
 	}
 	b.noDialogs(t)
