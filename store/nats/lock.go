@@ -69,7 +69,8 @@ func (s *Store) LockAgents() (unlock func(), err error) {
 	token := []byte(nuid.Next())
 	var rev uint64
 	held := func(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) || kvAnswer(err) }
-	deadline := time.Now().Add(lockTTL + s.opts.RetryFor)
+	ttl := lockTTL // read here, not by the renewals: a test sets it
+	deadline := time.Now().Add(ttl + s.opts.RetryFor)
 	wait := 5 * time.Millisecond
 	for {
 		err := s.retry(ctx, held, func(rctx context.Context) error {
@@ -102,7 +103,7 @@ func (s *Store) LockAgents() (unlock func(), err error) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() { // the renewals; unlock reads rev once they have stopped
 		defer close(done)
-		tick := time.NewTicker(lockTTL / 3)
+		tick := time.NewTicker(ttl / 3)
 		defer tick.Stop()
 		for {
 			select {

@@ -44,7 +44,9 @@ func TestAgentsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead.Close() // dies holding it: no renewal, no unlock
-	if _, err := b.LockAgents(); err != nil {
+	unlockB, err := b.LockAgents()
+	if err != nil {
 		t.Fatalf("the lock of a holder that died: %v; want it taken once expired", err)
 	}
+	unlockB()
 }
