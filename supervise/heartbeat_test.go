@@ -46,3 +46,40 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatalf("liveness an hour after the heartbeat at %s: %+v, want quiet since it", fi.ModTime(), l)
 	}
 }
+
+// TestHeartbeatOfAKnownTaskReadsNoState: once a task has its heartbeat
+// file, Heartbeat only touches it: it succeeds with the run's log and
+// snapshots moved away, which a read of the run's tasks would fail on,
+// and its cost does not grow with the run. An unknown task still reads
+// the state, and fails with it.
+func TestHeartbeatOfAKnownTaskReadsNoState(t *testing.T) {
+	r := newTestRun(t)
+	_, err := r.AddTask(context.Background(), "t1", state.TaskSpec{}, run.Leader)
+	must(t, err)
+	must(t, Heartbeat(r, "t1"))
+	beat := filepath.Join(r.Dir(), "workers", "t1.alive")
+	long := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(beat, long, long))
+
+	away := t.TempDir()
+	for _, name := range []string{"events.jsonl", "tasks.json", "open.jsonl"} {
+		if err := os.Rename(filepath.Join(r.Dir(), name), filepath.Join(away, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.TaskState(); err == nil {
+		t.Fatal("the run's tasks were read with its log moved away")
+	}
+	must(t, Heartbeat(r, "t1"))
+	fi, err := os.Stat(beat)
+	must(t, err)
+	if !fi.ModTime().After(long.Add(time.Minute)) {
+		t.Fatalf("%s still dates from %s after the heartbeat", beat, fi.ModTime())
+	}
+	if err := Heartbeat(r, "t2"); err == nil {
+		t.Fatal("a heartbeat of a task without a file, the log gone, succeeded")
+	}
+	if err := Heartbeat(r, "../t1"); !errors.Is(err, crew.ErrInvalid) {
+		t.Fatalf("Heartbeat of task ../t1 = %v, want invalid", err)
+	}
+}

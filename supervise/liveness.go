@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crew-dev/crew"
 	"github.com/crew-dev/crew/run"
 	"github.com/crew-dev/crew/state"
 )
@@ -90,9 +91,18 @@ func lastBeats(r *run.Run) map[string]time.Time {
 // Heartbeat records a sign of life of task id's worker without writing
 // to r's log: it sets the modification time of the task's heartbeat
 // file, workers/TASK.alive beside the worker logs (WorkerLog). It is
-// cheap (one utimes(2), or a create the first time). An unknown task is
-// crew.ErrNotFound.
+// cheap: one utimes(2) once the file exists, whatever the run's size,
+// since only a known task has one (crew spawn, the hook and Heartbeat
+// make it for a task they found). The first time, it reads the run's
+// tasks to check that task id is one, then creates the file. An unknown
+// task is crew.ErrNotFound; an id that is not one, crew.ErrInvalid.
 func Heartbeat(r *run.Run, id string) error {
+	if err := crew.ValidateID("task", id); err != nil {
+		return err
+	}
+	if touched, err := touchBeat(r, id); touched || err != nil {
+		return err
+	}
 	st, err := r.TaskState()
 	if err != nil {
 		return err
@@ -103,17 +113,27 @@ func Heartbeat(r *run.Run, id string) error {
 	return heartbeat(r, id)
 }
 
-// heartbeat is Heartbeat for a task known to exist.
-func heartbeat(r *run.Run, id string) error {
+// touchBeat sets the modification time of task id's heartbeat file to
+// now, if it exists: touched says it did.
+func touchBeat(r *run.Run, id string) (touched bool, err error) {
 	dir, err := r.WorkersDir(false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = touch(beatFile(dir, id), time.Now())
-	if !errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// heartbeat is Heartbeat for a task known to exist.
+func heartbeat(r *run.Run, id string) error {
+	if touched, err := touchBeat(r, id); touched || err != nil {
 		return err
 	}
-	if dir, err = r.WorkersDir(true); err != nil {
+	dir, err := r.WorkersDir(true)
+	if err != nil {
 		return err
 	}
 	f, err := createFile(r, beatFile(dir, id))
@@ -134,7 +154,5 @@ func Alive(r *run.Run, id string, create bool) {
 		heartbeat(r, id)
 		return
 	}
-	if dir, err := r.WorkersDir(false); err == nil {
-		touch(beatFile(dir, id), time.Now())
-	}
+	touchBeat(r, id)
 }
