@@ -37,6 +37,14 @@ func NewReader(f io.ReaderAt, off int64, num int64) *Reader {
 	return newReader(f, off, num, 64<<10)
 }
 
+// NewReaderSize is NewReader with a read buffer of size bytes: a line
+// that fits in it is returned where it was read, not copied, and one
+// that does not is gathered in a buffer that grows, copying as it grows.
+// A reader of a file of long lines (a snapshot's tasks) sizes it to fit.
+func NewReaderSize(f io.ReaderAt, off int64, num int64, size int) *Reader {
+	return newReader(f, off, num, size)
+}
+
 // newReader is NewReader with a read buffer of size bytes.
 func newReader(f io.ReaderAt, off int64, num int64, size int) *Reader {
 	return &Reader{r: bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), size), off: off, num: num}
@@ -49,8 +57,13 @@ func (r *Reader) Next() (Line, error) {
 		return Line{}, r.err
 	}
 	r.buffer = r.buffer[:0]
+	var line []byte
 	for {
 		chunk, err := r.r.ReadSlice('\n')
+		if err == nil && len(r.buffer) == 0 {
+			line = chunk // whole in the read buffer: not copied
+			break
+		}
 		r.buffer = append(r.buffer, chunk...)
 		if err == bufio.ErrBufferFull {
 			continue
@@ -63,10 +76,11 @@ func (r *Reader) Next() (Line, error) {
 			}
 			return Line{}, r.err
 		}
+		line = r.buffer
 		break
 	}
-	l := Line{Offset: r.off, Num: r.num, Data: r.buffer[:len(r.buffer)-1]}
-	r.off += int64(len(r.buffer))
+	l := Line{Offset: r.off, Num: r.num, Data: line[:len(line)-1]}
+	r.off += int64(len(line))
 	if r.num > 0 {
 		r.num++
 	}
