@@ -118,7 +118,7 @@ func (r *Run) Complete(ctx context.Context, id, actor string, o CompleteOptions)
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := st.Task(id)
+	t, err := r.taskIn(st, id)
 	if err != nil {
 		return nil, nil, err
 	}

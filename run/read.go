@@ -62,7 +62,7 @@ func (r *Run) EachInbox(ctx context.Context, participant string, o InboxOptions,
 		return err
 	}
 	if participant != Leader {
-		if _, err := st.Task(participant); err != nil {
+		if _, err := r.taskIn(st, participant); err != nil {
 			return err
 		}
 	}
@@ -368,7 +368,7 @@ func (r *Run) PendingIn(st *state.State, participant string) (*Pending, error) {
 	var err error
 	p := &Pending{}
 	if participant != Leader {
-		if p.Task, err = st.Task(participant); err != nil {
+		if p.Task, err = r.taskIn(st, participant); err != nil {
 			return nil, err
 		}
 	}

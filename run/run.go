@@ -93,9 +93,26 @@ func (r *Run) ReadWhole(ctx context.Context) (*state.State, error) {
 }
 
 // stateFor is State with the open messages of one participant only (a
-// task id, or Leader).
+// task id, or Leader); for a task, with that task only (state.For).
 func (r *Run) stateFor(participant string) (*state.State, error) {
 	return r.log.State(context.Background(), state.For(participant))
+}
+
+// taskIn returns task id of st, a state stateFor read. One that holds
+// that task only has no other to name in its error: an id it lacks is
+// looked up in the run's tasks, so that the error names the id it most
+// likely meant (state.NoTaskError), as for any other state.
+func (r *Run) taskIn(st *state.State, id string) (*state.Task, error) {
+	t, err := st.Task(id)
+	if _, one := st.OneTask(); err == nil || !one {
+		return t, err
+	}
+	if all, aerr := r.TaskState(); aerr == nil {
+		if _, aerr := all.Task(id); aerr != nil {
+			err = aerr
+		}
+	}
+	return nil, err
 }
 
 // Events returns a cursor on the run's log after seq since (0: the whole

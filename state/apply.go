@@ -77,6 +77,9 @@ func (s *State) Apply(e *events.Event) ([]Effect, error) {
 		if err := json.Unmarshal(e.Data, &spec); err != nil {
 			return nil, fmt.Errorf("seq %d: bad task.created: %w", e.Seq, err)
 		}
+		if id, one := s.OneTask(); one && id != e.Task {
+			return nil, nil // another task: a state for one task holds it only
+		}
 		s.Tasks[e.Task] = &Task{ID: e.Task, Title: spec.Title, Agent: spec.Agent, DoneWhen: spec.DoneWhen,
 			Status: task.Pending, CreatedAt: e.At, UpdatedAt: e.At, LastEventAt: e.At, CreatedSeq: e.Seq, owner: s.owner}
 		return nil, nil

@@ -143,7 +143,9 @@ func NewTasks() *State {
 }
 
 // For returns an empty state that tracks the open messages of one
-// participant only (a task id, or Leader).
+// participant only (a task id, or Leader). For a task id it holds that
+// task only, too (OneTask): what a worker reads needs no other, and a
+// run of 1,000 tasks is then not decoded whole by every worker's hook.
 func For(participant string) *State {
 	s := New()
 	s.only, s.onlySet = RecipientKey(participant), true
@@ -173,6 +175,15 @@ func (s *State) Whole() bool { return s.Open != nil && !s.onlySet }
 // state made by For tracks, and true; "" and false for any other state.
 func (s *State) Only() (recipient string, ok bool) {
 	return s.only, s.Open != nil && s.onlySet
+}
+
+// OneTask returns the task a state made by For(task id) holds, and
+// true: its Tasks holds that task only (if the run has it), and Apply
+// leaves the other tasks out. For any other state it returns "" and
+// false. An id missing from such a state may still be a task of the
+// run: Task's error then names no near id.
+func (s *State) OneTask() (id string, ok bool) {
+	return s.only, s.onlySet && s.only != ""
 }
 
 // RecipientKey is how State.Open names a participant: its task id, or ""

@@ -107,7 +107,9 @@ type Change struct {
 	// Log.State returned (its Seq is not 0), which Commit brings up to
 	// the log's end and Validate sees (so that the store need not load
 	// every open message again), then brings past the committed event.
-	// Validate may see more than State asks for.
+	// Validate may see more than State asks for. A state for one task
+	// (state.For a task id) holds no other task: Validate must ask it
+	// nothing of another (whether an id is taken, for one).
 	State *state.State
 }
 
