@@ -61,10 +61,12 @@ type HerdFigures struct {
 	PendingMs     map[string]float64 `json:"pending_ms,omitempty"`  // crew pending for the leader (10 open)
 	SteerMs       map[string]float64 `json:"steer_ms,omitempty"`    // crew steer: a commit delivering to one of N mail dirs
 	BoardMs       map[string]float64 `json:"board_ms,omitempty"`    // GET the dashboard's board (crew serve, in process)
+	InboxMs       map[string]float64 `json:"inbox_ms,omitempty"`    // crew inbox --peek of one worker (nothing open)
 	TaskAdd1kMs   float64            `json:"task_add_1k_ms"`
 	Pending1kMs   float64            `json:"pending_1k_ms"`
 	Steer1kDirsMs float64            `json:"steer_1k_dirs_ms"`
 	Board1kMs     float64            `json:"board_1k_ms"`
+	Inbox1kMs     float64            `json:"worker_inbox_1k_ms"`
 }
 
 // herdSamples is how many responds are timed, with and without waiters.
@@ -458,15 +460,16 @@ func listCurves(tmp string, c config, f *HerdFigures) ([]row, error) {
 		{"pending_1k_ms", "`crew pending` for the leader of 1,000 tasks, 10 reports open (whole process, median of 5)", f1(f.Pending1kMs), "flat", curve(f.PendingMs, "10", "100", "1000")},
 		{"steer_1k_dirs_ms", "`crew steer`, a commit delivering a copy, in a run of 1,000 agents' mail directories (whole process, median of 5)", f1(f.Steer1kDirsMs), "flat", curve(f.SteerMs, "10", "100", "1000")},
 		{"board_1k_ms", "GET the dashboard's board of a run of 1,000 tasks (crew serve, median of 5)", f1(f.Board1kMs), "flat", curve(f.BoardMs, "10", "100", "1000")},
+		{"worker_inbox_1k_ms", "`crew inbox --peek` of one worker of a run of 1,000 tasks, nothing open: what a worker's hook reads (whole process, median of 5)", f1(f.Inbox1kMs), "flat", curve(f.InboxMs, "10", "100", "1000")},
 	}, nil
 }
 
 // runCurves times, in a run of 10, 100 and 1,000 started tasks (each its
 // own agent, so as many mail directories) with 10 reports open: crew task
-// add, crew pending for the leader, crew steer (a commit that delivers a
-// copy) and the dashboard's board.
+// add, crew pending for the leader, a worker's crew inbox --peek, crew
+// steer (a commit that delivers a copy) and the dashboard's board.
 func runCurves(tmp string, c config, f *HerdFigures) error {
-	f.TaskAddMs, f.PendingMs, f.SteerMs, f.BoardMs = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	f.TaskAddMs, f.PendingMs, f.SteerMs, f.BoardMs, f.InboxMs = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, n := range []int{10, 100, 1000} {
 		step("crew task add, pending, steer and the board in a run of %d tasks", n)
 		d := filepath.Join(tmp, fmt.Sprintf("curve%d", n))
@@ -493,6 +496,9 @@ func runCurves(tmp string, c config, f *HerdFigures) error {
 		if f.PendingMs[k], err = medianProcess(c, env, "pending"); err != nil {
 			return err
 		}
+		if f.InboxMs[k], err = medianProcess(c, env, "inbox", "--peek", "--task", ids[n/2]); err != nil {
+			return err
+		}
 		if f.SteerMs[k], err = medianProcessEach(c, env, func(i int) []string { return []string{"steer", ids[n-1-i], "steered"} }); err != nil {
 			return err
 		}
@@ -506,7 +512,7 @@ func runCurves(tmp string, c config, f *HerdFigures) error {
 			return err
 		}
 	}
-	f.TaskAdd1kMs, f.Pending1kMs, f.Steer1kDirsMs, f.Board1kMs = f.TaskAddMs["1000"], f.PendingMs["1000"], f.SteerMs["1000"], f.BoardMs["1000"]
+	f.TaskAdd1kMs, f.Pending1kMs, f.Steer1kDirsMs, f.Board1kMs, f.Inbox1kMs = f.TaskAddMs["1000"], f.PendingMs["1000"], f.SteerMs["1000"], f.BoardMs["1000"], f.InboxMs["1000"]
 	return nil
 }
 
