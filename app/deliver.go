@@ -181,7 +181,10 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 		return nil, err
 	}
 	if !req.Peek {
-		supervise.Alive(r, id, true)
+		// A sign of life; the heartbeat file is made below, once the
+		// task is found (supervise.Heartbeat trusts a file to be a
+		// task's).
+		supervise.Alive(r, id, false)
 		supervise.HookCalled(r, id)
 	}
 	defer holdShow(r, id, req)()
@@ -210,6 +213,9 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !req.Peek {
+		supervise.Alive(r, id, true)
 	}
 	return w.show()
 }

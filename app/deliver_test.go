@@ -320,3 +320,31 @@ func TestDeliverModelRequestAnotherRunsBrief(t *testing.T) {
 		t.Fatalf("the leader's request showing run r1_b's brief got %q, %v; want r1's brief", d.Text, err)
 	}
 }
+
+// TestDeliverUnknownTaskMakesNoHeartbeat: the hook of an agent whose task
+// is not in the run (a mistyped CREW_TASK) fails at every moment and
+// leaves no heartbeat file, so that crew heartbeat, which trusts a file
+// to be a task's, still says the task is not there; the hook of a task
+// that is there makes it.
+func TestDeliverUnknownTaskMakesNoHeartbeat(t *testing.T) {
+	a, r := newWorker(t)
+	ctx := context.Background()
+	typo := app.New(a.Root, app.Identity{Run: "r1", Task: "t1x"})
+	for _, m := range []app.Moment{app.AtSessionStart, app.AtToolResult, app.AtStop, app.AtPrompt} {
+		if _, err := typo.Deliver(ctx, app.Deliver{Moment: m}); !errors.Is(err, crew.ErrNotFound) {
+			t.Fatalf("%s for task t1x: %v, want not found", m, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir(), "workers", "t1x.alive")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the hook of an unknown task made its heartbeat file: %v", err)
+	}
+	if _, err := typo.Heartbeat(ctx, app.Heartbeat{}); !errors.Is(err, crew.ErrNotFound) {
+		t.Fatalf("crew heartbeat of task t1x after its hook: %v, want not found", err)
+	}
+	if _, err := a.Deliver(ctx, app.Deliver{Moment: app.AtToolResult}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir(), "workers", "t1.alive")); err != nil {
+		t.Fatalf("the hook of task t1 made no heartbeat file: %v", err)
+	}
+}

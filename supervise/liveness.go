@@ -95,7 +95,10 @@ func lastBeats(r *run.Run) map[string]time.Time {
 // since only a known task has one (crew spawn, the hook and Heartbeat
 // make it for a task they found). The first time, it reads the run's
 // tasks to check that task id is one, then creates the file. An unknown
-// task is crew.ErrNotFound; an id that is not one, crew.ErrInvalid.
+// task is crew.ErrNotFound; an id that is not one, crew.ErrInvalid. (On
+// a file system that ignores letter case, an id that differs from a
+// task's only in case names that task's file: such ids may not coexist,
+// docs/concepts.md, Identifiers.)
 func Heartbeat(r *run.Run, id string) error {
 	if err := crew.ValidateID("task", id); err != nil {
 		return err

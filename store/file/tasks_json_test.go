@@ -41,8 +41,9 @@ func TestTasksJSONAsStdlib(t *testing.T) {
 // TestDecodeOneTask: a state for one task (state.For a task id) decodes
 // the tasks line, and that task, as encoding/json does, and holds no
 // other task: the others are only checked for being well-formed JSON.
-// For every variant of Full's tasks.json, and keys that are its id
-// escaped, twice, in capitals, or deeper in another task.
+// For every variant of Full's tasks.json, keys that are its id escaped,
+// twice, in capitals, or deeper in another task, and a line with its
+// tasks more than once (encoding/json adds them up).
 func TestDecodeOneTask(t *testing.T) {
 	data, err := encodeTasks(statetest.Full())
 	if err != nil {
@@ -57,6 +58,11 @@ func TestDecodeOneTask(t *testing.T) {
 	variants["another task damaged"] = strings.Replace(doc, `"t2":{"id":"t2"`, `"t2":{"id":"t2",`, 1)
 	variants["a task not an object"] = strings.Replace(doc, `"tasks":{`, `"tasks":{"t0":[1,{"a":2}],`, 1)
 	variants["the task null"] = strings.Replace(doc, `"tasks":{`, `"tasks":{"t2":{"id":"t2"},"t1":null,"t9":null,`, 1)
+	variants["tasks twice"] = strings.Replace(doc, `"tasks":{`, `"tasks":{"t1":{"id":"t1","title":"first"},"t9":{"id":"t9"}},"tasks":{`, 1)
+	variants["tasks in capitals first"] = strings.Replace(doc, `"tasks":{`, `"TASKS":{"t9":{"id":"t9"}},"tasks":{`, 1)
+	variants["tasks in capitals after"] = strings.Replace(doc, `"files":`, `"Tasks":{"t2":{"id":"t2","title":"later"}},"files":`, 1)
+	variants["tasks null after"] = strings.Replace(doc, `"files":`, `"tasks":null,"files":`, 1)
+	variants["tasks a string"] = strings.Replace(doc, `"files":`, `"tasks":"t1","files":`, 1)
 	variants["tasks not an object"] = strings.Replace(doc, `"tasks":{`, `"tasks":[],"x":{`, 1)
 	for name, text := range variants {
 		for _, id := range []string{"t1", "t2", "t9"} {
