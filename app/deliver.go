@@ -180,11 +180,12 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
+	beat := false
 	if !req.Peek {
-		// A sign of life; the heartbeat file is made below, once the
-		// task is found (supervise.Heartbeat trusts a file to be a
+		// A sign of life; a missing heartbeat file is made below, once
+		// the task is found (supervise.Heartbeat trusts a file to be a
 		// task's).
-		supervise.Alive(r, id, false)
+		beat = supervise.Alive(r, id, false)
 		supervise.HookCalled(r, id)
 	}
 	defer holdShow(r, id, req)()
@@ -214,7 +215,7 @@ func (a *App) Deliver(ctx context.Context, req Deliver) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !req.Peek {
+	if !req.Peek && !beat {
 		supervise.Alive(r, id, true)
 	}
 	return w.show()

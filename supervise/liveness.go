@@ -113,7 +113,7 @@ func Heartbeat(r *run.Run, id string) error {
 	if _, err := st.Task(id); err != nil {
 		return err
 	}
-	return heartbeat(r, id)
+	return createBeat(r, id)
 }
 
 // touchBeat sets the modification time of task id's heartbeat file to
@@ -130,11 +130,9 @@ func touchBeat(r *run.Run, id string) (touched bool, err error) {
 	return err == nil, err
 }
 
-// heartbeat is Heartbeat for a task known to exist.
-func heartbeat(r *run.Run, id string) error {
-	if touched, err := touchBeat(r, id); touched || err != nil {
-		return err
-	}
+// createBeat makes the heartbeat file of task id, known to exist, with
+// the workers directory if need be.
+func createBeat(r *run.Run, id string) error {
 	dir, err := r.WorkersDir(true)
 	if err != nil {
 		return err
@@ -146,16 +144,25 @@ func heartbeat(r *run.Run, id string) error {
 	return f.Close()
 }
 
+// heartbeat is Heartbeat for a task known to exist.
+func heartbeat(r *run.Run, id string) error {
+	if touched, err := touchBeat(r, id); touched || err != nil {
+		return err
+	}
+	return createBeat(r, id)
+}
+
 // Alive is a heartbeat for the commands a worker runs (inbox, pending,
 // ack, the agent hook): best effort, an error is dropped, since the
 // command itself is what the worker wanted. Unless create, it only
 // touches a heartbeat file that exists (made by crew spawn, crew
 // heartbeat or the hook), so that a command that is refused, or that
-// reads only, creates no file (docs/guarantees.md).
-func Alive(r *run.Run, id string, create bool) {
+// reads only, creates no file (docs/guarantees.md). It reports whether
+// the heartbeat was recorded.
+func Alive(r *run.Run, id string, create bool) bool {
 	if create {
-		heartbeat(r, id)
-		return
+		return heartbeat(r, id) == nil
 	}
-	touchBeat(r, id)
+	touched, _ := touchBeat(r, id)
+	return touched
 }

@@ -34,7 +34,7 @@ type Reader struct {
 // NewReader reads f from byte offset off. num is the line number of the line
 // at off (1 at the start of a file; 0 if unknown).
 func NewReader(f io.ReaderAt, off int64, num int64) *Reader {
-	return newReader(f, off, num, 64<<10)
+	return NewReaderSize(f, off, num, 64<<10)
 }
 
 // NewReaderSize is NewReader with a read buffer of size bytes: a line
@@ -42,11 +42,6 @@ func NewReader(f io.ReaderAt, off int64, num int64) *Reader {
 // that does not is gathered in a buffer that grows, copying as it grows.
 // A reader of a file of long lines (a snapshot's tasks) sizes it to fit.
 func NewReaderSize(f io.ReaderAt, off int64, num int64, size int) *Reader {
-	return newReader(f, off, num, size)
-}
-
-// newReader is NewReader with a read buffer of size bytes.
-func newReader(f io.ReaderAt, off int64, num int64, size int) *Reader {
 	return &Reader{r: bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), size), off: off, num: num}
 }
 
@@ -268,7 +263,7 @@ func SeekSeq(f io.ReaderAt, size int64, since int64) (int64, error) {
 			return 0, err
 		}
 		// Find the first line in [start, hi) with a readable seq.
-		r := newReader(f, start, 0, probeBuffer)
+		r := NewReaderSize(f, start, 0, probeBuffer)
 		var (
 			seq  int64
 			at   int64 = -1

@@ -3,7 +3,6 @@ package file
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -81,29 +79,27 @@ func (l *Log) writeSnapshot(st *state.State) error {
 // 3.9 and encodes in 1.9 instead of 2.6.
 //
 // A state for one task (state.State.OneTask: what a worker's hook,
-// inbox and pending read) decodes that task only: the others are
-// walked by segmentio's tokenizer, which checks that they are well
-// formed, and not decoded (TestDecodeOneTask). At 1,000 tasks their
-// decode was most of the work of a worker's command.
+// inbox and pending read) decodes that task only: the others are left
+// as the bytes they are in data (tasksLine), which the decoder checks
+// are well-formed JSON but does not decode (TestDecodeOneTask). At 1,000
+// tasks their decode was most of the work of a worker's command.
 func decodeTasks(data []byte, st *state.State) error {
 	id, one := st.OneTask()
 	if !one {
 		return sjson.Unmarshal(data, st)
 	}
 	line := tasksLine{State: st}
-	rest, err := sjson.Parse(data, &line, sjson.DontCopyRawMessage) // line.Tasks is data's
+	// The undecoded tasks, and their ids, are data's bytes: only task id
+	// is decoded, and copied.
+	rest, err := sjson.Parse(data, &line, sjson.DontCopyRawMessage|sjson.DontCopyString)
 	if err == nil && len(rest) > 0 {
 		err = fmt.Errorf("%d bytes after the value", len(rest))
 	}
 	if err != nil {
 		return err
 	}
-	value, err := taskValue(data, id)
-	if err != nil {
-		return err
-	}
 	st.Tasks = map[string]*state.Task{}
-	if value != nil && string(value) != "null" {
+	if value := line.Tasks[id]; value != nil && string(value) != "null" {
 		t := new(state.Task)
 		if err := sjson.Unmarshal(value, t); err != nil {
 			return err
@@ -114,77 +110,12 @@ func decodeTasks(data []byte, st *state.State) error {
 }
 
 // tasksLine is a state as tasks.json holds it with its tasks left
-// undecoded (taskValue finds the one wanted): its Tasks, less deep than
-// the State's, hides that field (encoding/json's rule for embedded
-// fields).
+// undecoded: its Tasks, less deep than the State's, hides that field
+// (encoding/json's rule for embedded fields), and is read as that field
+// would be (a repeated key adds its tasks, null empties them).
 type tasksLine struct {
 	*state.State
-	Tasks sjson.RawMessage `json:"tasks"`
-}
-
-// taskValue returns the JSON of task id in data, a state's line, as
-// encoding/json decodes its tasks into a map: each key of the line that
-// is "tasks" in any letter case adds its object's entries in turn (null
-// empties the map), so the last entry of id wins; nil when there is
-// none. A tasks value that is neither an object nor null is an error, as
-// is data that is not a well-formed object. Keys with escapes are
-// unescaped before they are compared.
-func taskValue(data []byte, id string) ([]byte, error) {
-	tok := sjson.NewTokenizer(data)
-	if !tok.Next() || tok.Delim != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	var value []byte
-	const (
-		elsewhere = iota
-		tasksNext // the next token is a tasks value
-		inTasks   // in a tasks object
-	)
-	at := elsewhere
-	for tok.Next() {
-		switch {
-		case tok.Depth == 1 && tok.IsKey:
-			at = elsewhere
-			if keyIs(tok.Value, "tasks", strings.EqualFold) {
-				at = tasksNext
-			}
-		case tok.Delim == ':' || tok.Delim == ',':
-		case at == tasksNext:
-			switch {
-			case tok.Delim == '{':
-				at = inTasks
-			case string(tok.Value) == "null":
-				value, at = nil, elsewhere
-			default:
-				return nil, errors.New("tasks is not an object")
-			}
-		case at == inTasks && tok.Depth == 2 && tok.IsKey && keyIs(tok.Value, id, func(a, b string) bool { return a == b }):
-			if !tok.Next() || tok.Delim != ':' || !tok.Next() {
-				return nil, cmp.Or(tok.Err, errors.New("a key without a value"))
-			}
-			start := len(data) - tok.Remaining() - len(tok.Value)
-			if tok.Delim == '{' || tok.Delim == '[' {
-				depth := tok.Depth
-				for tok.Next() && (tok.Depth != depth || tok.Delim != '}' && tok.Delim != ']') {
-				}
-			}
-			value = data[start : len(data)-tok.Remaining()]
-		}
-	}
-	if tok.Err != nil {
-		return nil, tok.Err
-	}
-	return value, nil
-}
-
-// keyIs reports whether raw, a JSON string as the tokenizer gives it
-// (quoted), is key, compared by same.
-func keyIs(raw []byte, key string, same func(string, string) bool) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return len(raw) >= 2 && same(string(raw[1:len(raw)-1]), key)
-	}
-	var s string
-	return sjson.Unmarshal(raw, &s) == nil && same(s, key)
+	Tasks map[string]sjson.RawMessage `json:"tasks"`
 }
 
 func encodeTasks(st *state.State) ([]byte, error) { return sjson.Marshal(st) }
